@@ -1,0 +1,164 @@
+// Command hyperfleet-api is HyperFleet's data API: `migrate` brings the database schema up to date and `serve`
+// serves the REST API, health and metrics. Every flag can also be set as HYPERFLEET_<FLAG> in the environment
+// (e.g. --db-url as HYPERFLEET_DB_URL).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hyperfleet/hyperfleet/pkg/postgres"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
+)
+
+// version and build are set by the linker (-X) in `make build`.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "hyperfleet-api:", err)
+		if errors.Is(err, postgres.ErrSchemaOutdated) {
+			os.Exit(3)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hyperfleet-api",
+		Short:         "HyperFleet's cluster-lifecycle data API",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServeCommand(), newMigrateCommand())
+	return root
+}
+
+// options are the flags both commands share, bound to a server.Config.
+type options struct {
+	cfg              server.Config
+	requiredAdapters []string
+	logLevel         string
+}
+
+func (o *options) addDatabaseFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.cfg.DB.URL, "db-url", "", "PostgreSQL URL; wins over the --db-*-file secrets")
+	fs.StringVar(&o.cfg.DB.HostFile, "db-host-file", "secrets/db.host", "file holding the database host")
+	fs.StringVar(&o.cfg.DB.PortFile, "db-port-file", "secrets/db.port", "file holding the database port")
+	fs.StringVar(&o.cfg.DB.NameFile, "db-name-file", "secrets/db.name", "file holding the database name")
+	fs.StringVar(&o.cfg.DB.UserFile, "db-user-file", "secrets/db.user", "file holding the database user")
+	fs.StringVar(&o.cfg.DB.PasswordFile, "db-password-file", "secrets/db.password", "file holding the database password")
+	fs.StringVar(&o.cfg.DB.SSLMode, "db-sslmode", "", "libpq sslmode (default: disable in development and tests, verify-full in production)")
+	fs.IntVar(&o.cfg.DB.MaxOpenConns, "db-max-open-connections", 50, "connection pool size")
+	fs.BoolVar(&o.cfg.DB.Debug, "enable-db-debug", false, "log every SQL statement")
+	fs.BoolVar(&o.cfg.EmbeddedDB, "embedded-db", false, "start a private PostgreSQL (development); the default in development when no database is configured")
+	fs.StringVar(&o.cfg.EmbeddedDataDir, "embedded-db-dir", server.DefaultEmbeddedDataDir(), "data directory of the embedded database")
+	fs.Uint32Var(&o.cfg.EmbeddedPort, "embedded-db-port", 5433, "port of the embedded database (loopback only)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// finish applies HYPERFLEET_* environment variables to flags not given on the command line, then the
+// environment's defaults.
+func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
+	var envErr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		name := "HYPERFLEET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && !f.Changed {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	o.cfg.Env = os.Getenv("HYPERFLEET_ENV")
+	if o.cfg.Env == "" {
+		o.cfg.Env = server.EnvDevelopment
+	}
+	if o.cfg.DB.SSLMode == "" {
+		o.cfg.DB.SSLMode = "disable"
+		if o.cfg.Env == server.EnvProduction {
+			o.cfg.DB.SSLMode = "verify-full"
+		}
+	}
+	if !o.cfg.EmbeddedDB && o.cfg.Env == server.EnvDevelopment && !o.cfg.DB.Configured() {
+		o.cfg.EmbeddedDB = true
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	required, err := server.ParseRequiredAdapters(o.requiredAdapters)
+	if err != nil {
+		return nil, err
+	}
+	o.cfg.RequiredAdapters = required
+	o.cfg.Version, o.cfg.Build = version, build
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return log, nil
+}
+
+func newServeCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the REST API (:8000), health (:8080) and metrics (:9090)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.finish(cmd)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(cmd.Context(), o.cfg, log)
+			if err != nil {
+				return err
+			}
+			return srv.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	o.addDatabaseFlags(fs)
+	fs.StringVar(&o.cfg.APIBindAddress, "api-server-bindaddress", ":8000", "API listener")
+	fs.StringVar(&o.cfg.HealthBindAddress, "health-server-bindaddress", ":8080", "health listener (/healthz, /readyz)")
+	fs.StringVar(&o.cfg.MetricsBindAddress, "metrics-server-bindaddress", ":9090", "metrics listener (/metrics)")
+	fs.DurationVar(&o.cfg.HTTPReadTimeout, "http-read-timeout", 30*time.Second, "maximum time to read a request")
+	fs.DurationVar(&o.cfg.HTTPWriteTimeout, "http-write-timeout", 30*time.Second, "maximum time to write a response")
+	fs.DurationVar(&o.cfg.HTTPIdleTimeout, "http-idle-timeout", 2*time.Minute, "keep-alive idle timeout")
+	fs.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
+	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable)")
+	return cmd
+}
+
+func newMigrateCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply database migrations (idempotent; replicas may run it together)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := o.finish(cmd)
+			if err != nil {
+				return err
+			}
+			return server.RunMigrations(cmd.Context(), o.cfg, log)
+		},
+	}
+	o.addDatabaseFlags(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,334 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// kindHandler serves the routes of one kind; every kind gets one, built from its descriptor.
+type kindHandler struct {
+	s *Server
+	d *resource.Descriptor
+}
+
+const (
+	defaultPageSize = 20
+	maxPageSize     = 500
+)
+
+// resourceJSON is the wire form of every kind (the openapi ResourceMeta plus spec and owner_references).
+type resourceJSON struct {
+	ID              string            `json:"id"`
+	Kind            string            `json:"kind"`
+	Name            string            `json:"name"`
+	Href            string            `json:"href"`
+	Labels          map[string]string `json:"labels"`
+	Spec            json.RawMessage   `json:"spec"`
+	Generation      int64             `json:"generation"`
+	OwnerReferences *ownerJSON        `json:"owner_references,omitempty"`
+	Status          statusJSON        `json:"status"`
+	CreatedTime     time.Time         `json:"created_time"`
+	UpdatedTime     time.Time         `json:"updated_time"`
+	CreatedBy       string            `json:"created_by"`
+	UpdatedBy       string            `json:"updated_by"`
+	DeletedTime     *time.Time        `json:"deleted_time,omitempty"`
+	DeletedBy       string            `json:"deleted_by,omitempty"`
+}
+
+type ownerJSON struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	Href string `json:"href"`
+}
+
+type statusJSON struct {
+	Phase      resource.Phase       `json:"phase"`
+	Conditions []resource.Condition `json:"conditions"`
+}
+
+type listJSON struct {
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int64  `json:"total"`
+	Items []any  `json:"items"`
+}
+
+func (k *kindHandler) present(r *resource.Resource) resourceJSON {
+	out := resourceJSON{
+		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
+		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.Conditions},
+		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
+		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
+	}
+	if out.Status.Conditions == nil {
+		out.Status.Conditions = []resource.Condition{}
+	}
+	if k.d.Parent != nil {
+		out.OwnerReferences = &ownerJSON{ID: r.ParentID, Kind: k.d.Parent.Kind, Href: BasePath + k.d.Parent.Path("", r.ParentID)}
+	}
+	return out
+}
+
+func (k *kindHandler) writeResource(w http.ResponseWriter, status int, r *resource.Resource) {
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(r.Generation, 10)))
+	writeJSON(w, status, k.present(r))
+}
+
+func (k *kindHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, k.s.log, err)
+}
+
+func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
+	opts, fields, err := listOptions(r)
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	opts.ParentID = mux.Vars(r)["parent_id"]
+	page, err := k.s.svc.List(r.Context(), k.d, opts)
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	out := listJSON{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size, Total: page.Total, Items: make([]any, len(page.Items))}
+	for i := range page.Items {
+		item := k.present(&page.Items[i])
+		if fields == nil {
+			out.Items[i] = item
+			continue
+		}
+		sparse, err := project(item, fields)
+		if err != nil {
+			k.fail(w, r, err)
+			return
+		}
+		out.Items[i] = sparse
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// knownFields are the top-level members a `fields` list may name.
+var knownFields = map[string]bool{
+	"id": true, "kind": true, "name": true, "href": true, "labels": true, "spec": true, "generation": true,
+	"owner_references": true, "status": true, "created_time": true, "updated_time": true, "created_by": true,
+	"updated_by": true, "deleted_time": true, "deleted_by": true,
+}
+
+func project(item resourceJSON, fields map[string]bool) (map[string]json.RawMessage, error) {
+	raw, err := json.Marshal(item)
+	if err != nil {
+		return nil, fmt.Errorf("encode item: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return nil, fmt.Errorf("decode item: %w", err)
+	}
+	for f := range all {
+		if !fields[f] {
+			delete(all, f)
+		}
+	}
+	return all, nil
+}
+
+func badParam(name, msg string) error {
+	return &resource.Error{Code: resource.CodeBadListParam, Message: fmt.Sprintf("query parameter %s %s", name, msg),
+		Fields: []resource.FieldError{{Field: name, Message: msg}}}
+}
+
+func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error) {
+	q := r.URL.Query()
+	opts := resource.ListOptions{Page: 1, Size: defaultPageSize, Search: q.Get("search")}
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return opts, nil, badParam("page", "must be a whole number from 1")
+		}
+		opts.Page = n
+	}
+	if v := q.Get("size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			return opts, nil, badParam("size", fmt.Sprintf("must be a whole number from 1 to %d", maxPageSize))
+		}
+		opts.Size = n
+	}
+	if v := q.Get("include_deleted"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return opts, nil, badParam("include_deleted", "must be true or false")
+		}
+		opts.IncludeDeleted = b
+	}
+	if v := strings.TrimSpace(q.Get("order")); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			words := strings.Fields(part)
+			if len(words) == 0 || len(words) > 2 {
+				return opts, nil, badParam("order", "must be a comma-separated list of `<field> [asc|desc]`")
+			}
+			o := resource.OrderBy{Field: words[0]}
+			if len(words) == 2 {
+				switch strings.ToLower(words[1]) {
+				case "asc":
+				case "desc":
+					o.Desc = true
+				default:
+					return opts, nil, badParam("order", fmt.Sprintf("direction %q must be asc or desc", words[1]))
+				}
+			}
+			opts.Order = append(opts.Order, o)
+		}
+	}
+	var fields map[string]bool
+	if v := strings.TrimSpace(q.Get("fields")); v != "" {
+		fields = map[string]bool{"id": true, "kind": true, "href": true}
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if !knownFields[f] {
+				return opts, nil, badParam("fields", fmt.Sprintf("names unknown field %q", f))
+			}
+			fields[f] = true
+		}
+	}
+	return opts, fields, nil
+}
+
+// decodeStrict reads a JSON object into v, refusing unknown members, trailing data and oversized bodies.
+func decodeStrict(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return tooLarge(tooBig.Limit)
+		}
+		return fmt.Errorf("read body: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return malformed(err)
+	}
+	if dec.More() {
+		return &resource.Error{Code: resource.CodeMalformed, Message: "the body must be a single JSON object"}
+	}
+	return nil
+}
+
+func malformed(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		field := typeErr.Field
+		if field == "" {
+			field = "(body)"
+		}
+		return &resource.Error{Code: resource.CodeMalformed, Message: fmt.Sprintf("%s must be %s, not %s", field, typeErr.Type, typeErr.Value),
+			Fields: []resource.FieldError{{Field: field, Message: fmt.Sprintf("must be %s", typeErr.Type)}}}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return &resource.Error{Code: resource.CodeMalformed, Message: fmt.Sprintf("unknown field %q", name),
+			Fields: []resource.FieldError{{Field: name, Message: "is not a field of this request"}}}
+	}
+	if errors.Is(err, io.EOF) {
+		return &resource.Error{Code: resource.CodeMalformed, Message: "the body is empty: a JSON object is required"}
+	}
+	return &resource.Error{Code: resource.CodeMalformed, Message: "the body is not valid JSON: " + err.Error()}
+}
+
+type createBody struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+	Spec   json.RawMessage   `json:"spec"`
+}
+
+func (k *kindHandler) create(w http.ResponseWriter, r *http.Request) {
+	var body createBody
+	if err := decodeStrict(r, &body); err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	parentID := mux.Vars(r)["parent_id"]
+	res, err := k.s.svc.Create(r.Context(), k.d, parentID, resource.CreateInput{Name: body.Name, Labels: body.Labels, Spec: body.Spec})
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", BasePath+k.d.Path(parentID, res.ID))
+	k.writeResource(w, http.StatusCreated, res)
+}
+
+func (k *kindHandler) get(w http.ResponseWriter, r *http.Request) {
+	v := mux.Vars(r)
+	res, err := k.s.svc.Get(r.Context(), k.d, v["parent_id"], v["id"])
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	k.writeResource(w, http.StatusOK, res)
+}
+
+type patchBody struct {
+	Labels json.RawMessage `json:"labels"`
+	Spec   json.RawMessage `json:"spec"`
+}
+
+func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
+	ct := strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0])
+	if ct != "" && ct != "application/merge-patch+json" && ct != "application/json" {
+		k.fail(w, r, &resource.Error{Code: resource.CodeMalformed, Message: fmt.Sprintf("content type %q is not supported: use application/merge-patch+json", ct)})
+		return
+	}
+	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	var body patchBody
+	if err := decodeStrict(r, &body); err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	v := mux.Vars(r)
+	res, err := k.s.svc.Update(r.Context(), k.d, v["parent_id"], v["id"], resource.Patch{Labels: body.Labels, Spec: body.Spec}, ifMatch)
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	k.writeResource(w, http.StatusOK, res)
+}
+
+// parseIfMatch accepts `"<generation>"` (the ETag we send) or a bare number.
+func parseIfMatch(h string) (*int64, error) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
+	if err != nil || n < 1 {
+		return nil, &resource.Error{Code: resource.CodeMalformed, Message: `If-Match must be the resource's generation, e.g. "3"`,
+			Fields: []resource.FieldError{{Field: "If-Match", Message: "must be a generation in quotes"}}}
+	}
+	return &n, nil
+}
+
+func (k *kindHandler) remove(w http.ResponseWriter, r *http.Request) {
+	v := mux.Vars(r)
+	res, err := k.s.svc.Delete(r.Context(), k.d, v["parent_id"], v["id"])
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	k.writeResource(w, http.StatusAccepted, res)
+}

@@ -1,0 +1,39 @@
+package httpapi
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_api_requests_total", Help: "API requests by method, route template and status code.",
+		}, []string{"method", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hyperfleet_api_request_duration_seconds", Help: "API request latency by method and route template.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"method", "route"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register http metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *httpMetrics) observe(method, route string, status int, elapsed time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
+}

@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+type requestIDKey struct{}
+
+// requestIDHeader is read from clients (so a trace can span systems) and always answered.
+const requestIDHeader = "X-Request-Id"
+
+var safeRequestID = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusRecorder remembers the status a handler wrote, for logs and metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// observe gives each request an id, recovers panics as 500 problems, and logs and measures the outcome.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(requestIDHeader)
+		if !safeRequestID.MatchString(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(requestIDHeader, id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				writeError(rec, r, s.log, fmt.Errorf("panic: %v", p))
+			}
+			route := routeTemplate(r)
+			elapsed := time.Since(start)
+			s.metrics.observe(r.Method, route, rec.status, elapsed)
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			s.log.LogAttrs(r.Context(), level, "request",
+				slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
+				slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+				slog.String("identity", resource.CallerFrom(r.Context()).Name),
+				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+func routeTemplate(r *http.Request) string {
+	if m := mux.CurrentRoute(r); m != nil {
+		if t, err := m.GetPathTemplate(); err == nil {
+			return t
+		}
+	}
+	return "unmatched"
+}
+
+// limitBody caps request bodies; handlers see *http.MaxBytesError and answer 413.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			writeError(w, r, s.log, tooLarge(s.cfg.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(limit int64) error {
+	return resource.Errorf(resource.CodeTooLarge, "the request body is over the limit of %d bytes", limit)
+}
+
+// isUnavailable tells a database outage (connection refused, reset, admin shutdown) from a bug.
+func isUnavailable(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01–57P03: admin/crash shutdown, cannot connect now.
+		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return pgconn.SafeToRetry(err)
+}

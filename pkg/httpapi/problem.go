@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// problemContentType is RFC 9457's media type.
+const problemContentType = "application/problem+json"
+
+// statusOf maps each domain error code to its HTTP status: the one table that decides it.
+var statusOf = map[resource.Code]int{
+	resource.CodeMalformed:          http.StatusBadRequest,
+	resource.CodeInvalid:            http.StatusBadRequest,
+	resource.CodeBadSearch:          http.StatusBadRequest,
+	resource.CodeBadListParam:       http.StatusBadRequest,
+	resource.CodeInternalField:      http.StatusUnprocessableEntity,
+	resource.CodeUnprocessable:      http.StatusUnprocessableEntity,
+	resource.CodeNotFound:           http.StatusNotFound,
+	resource.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
+	resource.CodeNameTaken:          http.StatusConflict,
+	resource.CodeParentDeleting:     http.StatusConflict,
+	resource.CodeDeleting:           http.StatusConflict,
+	resource.CodeGenerationMismatch: http.StatusPreconditionFailed,
+	resource.CodeStatusStale:        http.StatusConflict,
+	resource.CodeUnauthenticated:    http.StatusUnauthorized,
+	resource.CodeForbidden:          http.StatusForbidden,
+	resource.CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	resource.CodeRateLimited:        http.StatusTooManyRequests,
+	resource.CodeUnavailable:        http.StatusServiceUnavailable,
+	resource.CodeInternal:           http.StatusInternalServerError,
+}
+
+// writeError answers err as problem+json. Anything that is not a *resource.Error is logged and answered as a 500
+// that carries only the request id, so internals never leak to clients.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var e *resource.Error
+	if !errors.As(err, &e) {
+		if r.Context().Err() != nil {
+			// The client went away; nobody reads the answer and it is no server fault.
+			log.InfoContext(r.Context(), "request cancelled", "error", err)
+		} else {
+			log.ErrorContext(r.Context(), "internal error", "error", err)
+		}
+		e = &resource.Error{Code: resource.CodeInternal, Message: "an internal error occurred; quote the request id when reporting it"}
+		if r.Context().Err() == nil && isUnavailable(err) {
+			e = &resource.Error{Code: resource.CodeUnavailable, Message: "the database is unavailable; retry later"}
+		}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	p := api.Problem{
+		Type:      "urn:hyperfleet:problem:" + string(e.Code),
+		Title:     http.StatusText(status),
+		Status:    status,
+		Code:      string(e.Code),
+		Detail:    &e.Message,
+		Instance:  ptr(r.URL.Path),
+		RequestId: ptr(requestID(r.Context())),
+	}
+	if len(e.Fields) > 0 {
+		fields := make([]api.FieldError, len(e.Fields))
+		for i, f := range e.Fields {
+			fields[i] = api.FieldError{Field: f.Field, Message: f.Message}
+		}
+		p.Errors = &fields
+	}
+	w.Header().Set("Content-Type", problemContentType)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func ptr[T any](v T) *T { return &v }

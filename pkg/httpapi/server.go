@@ -1,0 +1,135 @@
+// Package httpapi is HyperFleet's HTTP edge: the router that serves every resource kind from its descriptor,
+// request decoding, RFC 9457 problem answers, and the middleware that names, limits, logs and measures requests.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// BasePath is where the API lives.
+const BasePath = "/api/hyperfleet/v1"
+
+// Service is what the handlers need of the domain.
+type Service interface {
+	Create(ctx context.Context, d *resource.Descriptor, parentID string, in resource.CreateInput) (*resource.Resource, error)
+	Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.ResourcePage, error)
+	Update(ctx context.Context, d *resource.Descriptor, parentID, id string, p resource.Patch, ifMatch *int64) (*resource.Resource, error)
+	Delete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+}
+
+// Config tunes the HTTP edge.
+type Config struct {
+	Version       string // reported by GET /api/hyperfleet/v1
+	Build         string
+	MaxBodyBytes  int64
+	OpenAPIYAML   []byte // the public document served at /openapi
+	OpenAPIJSON   []byte
+	Authenticate  func(*http.Request) (resource.Caller, error) // nil: every caller is an admin (development)
+	MetricsPrefix string
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	cfg     Config
+	svc     Service
+	log     *slog.Logger
+	metrics *httpMetrics
+	handler http.Handler
+}
+
+// NewServer builds the router for kinds. It returns an error if a descriptor is malformed.
+func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	s := &Server{cfg: cfg, svc: svc, log: log}
+	m, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	r := mux.NewRouter()
+	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
+	r.NotFoundHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, resource.Errorf(resource.CodeNotFound, "no route for %s", r.URL.Path))
+	}))
+	r.MethodNotAllowedHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, &resource.Error{Code: resource.CodeMethodNotAllowed, Message: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+	}))
+	r.HandleFunc(BasePath, s.apiInfo).Methods(http.MethodGet)
+	r.HandleFunc("/openapi", s.openAPI).Methods(http.MethodGet)
+	api := r.PathPrefix(BasePath).Subrouter()
+	for _, d := range kinds {
+		if err := d.Check(); err != nil {
+			return nil, err
+		}
+		if d.Parent != nil && d.Parent.Parent != nil {
+			return nil, fmt.Errorf("descriptor %s: only one level of parent is routed", d.Kind)
+		}
+		k := &kindHandler{s: s, d: d}
+		collection := "/" + d.Plural
+		if d.Parent != nil {
+			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
+			// The flat list of every parent's children is read-only.
+			api.HandleFunc("/"+d.Plural, k.list).Methods(http.MethodGet)
+		}
+		item := collection + "/{id}"
+		api.HandleFunc(collection, k.list).Methods(http.MethodGet)
+		api.HandleFunc(collection, k.create).Methods(http.MethodPost)
+		api.HandleFunc(item, k.get).Methods(http.MethodGet)
+		api.HandleFunc(item, k.patch).Methods(http.MethodPatch)
+		api.HandleFunc(item, k.remove).Methods(http.MethodDelete)
+	}
+	r.Use(s.observe, s.authenticate, s.limitBody)
+	s.handler = r
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller := resource.Caller{Name: "dev-admin", Admin: true}
+		if s.cfg.Authenticate != nil {
+			c, err := s.cfg.Authenticate(r)
+			if err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
+			caller = c
+		}
+		next.ServeHTTP(w, r.WithContext(resource.WithCaller(r.Context(), caller)))
+	})
+}
+
+func (s *Server) apiInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, api.APIInfo{Kind: "API", Version: s.cfg.Version, Build: s.cfg.Build})
+}
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(s.cfg.OpenAPIJSON)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(s.cfg.OpenAPIYAML)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

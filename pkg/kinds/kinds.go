@@ -1,0 +1,76 @@
+// Package kinds builds the descriptors of the resource kinds HyperFleet serves. main calls Build once and hands
+// the result to the store and the router; there is no global registry.
+package kinds
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schema"
+)
+
+// Set is every kind, with the ones other packages refer to by name.
+type Set struct {
+	All      []*resource.Descriptor
+	Cluster  *resource.Descriptor
+	NodePool *resource.Descriptor
+}
+
+// Build returns the descriptors, with spec schemas from doc and required adapters per kind name (e.g.
+// {"cluster": ["hostedcluster-applier"]}; kind names match kinds and plurals case-insensitively). It returns an error naming a schema that doc lacks or a kind in
+// required that does not exist.
+func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
+	spec := func(name string) (resource.SpecSchema, error) {
+		s, err := doc.Spec(name)
+		if err != nil {
+			return nil, err
+		}
+		return specSchema{s}, nil
+	}
+	clusterSpec, err := spec("ClusterSpec")
+	if err != nil {
+		return nil, err
+	}
+	nodePoolSpec, err := spec("NodePoolSpec")
+	if err != nil {
+		return nil, err
+	}
+	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53, Spec: clusterSpec}
+	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15, Spec: nodePoolSpec}
+	set := &Set{All: []*resource.Descriptor{cluster, nodePool}, Cluster: cluster, NodePool: nodePool}
+	byKind := map[string]*resource.Descriptor{}
+	for _, d := range set.All {
+		byKind[strings.ToLower(d.Kind)] = d
+		byKind[strings.ToLower(d.Plural)] = d
+	}
+	for kind, adapters := range required {
+		d, ok := byKind[strings.ToLower(kind)]
+		if !ok {
+			return nil, fmt.Errorf("required adapters name kind %q, which does not exist", kind)
+		}
+		d.RequiredAdapters = adapters
+	}
+	for _, d := range set.All {
+		if err := d.Check(); err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+// specSchema adapts a schema.Spec to the domain's SpecSchema.
+type specSchema struct{ s *schema.Spec }
+
+func (a specSchema) Validate(spec map[string]any) []resource.FieldError {
+	violations := a.s.Validate(spec)
+	out := make([]resource.FieldError, len(violations))
+	for i, v := range violations {
+		out[i] = resource.FieldError{Field: v.Field, Message: v.Message}
+	}
+	return out
+}
+
+func (a specSchema) ApplyDefaults(spec map[string]any) error { return a.s.ApplyDefaults(spec) }
+
+func (a specSchema) InternalFields(spec map[string]any) []string { return a.s.InternalFields(spec) }

@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-gormigrate/gormigrate/v2"
+	"gorm.io/gorm"
+)
+
+// migrationLockKey is the pg_advisory_lock key that serialises migrations of replicas started together.
+const migrationLockKey = 0x48595046 // "HYPF"
+
+// migrationsTable records applied migrations (gormigrate's bookkeeping).
+const migrationsTable = "schema_migrations"
+
+// migrations is the schema's history. Append only: a released migration never changes.
+func migrations() []*gormigrate.Migration {
+	return []*gormigrate.Migration{
+		{
+			ID: "202611300001_clusters_nodepools",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, append(resourceTableDDL("clusters", ""), resourceTableDDL("nodepools", "clusters")...))
+			},
+		},
+	}
+}
+
+// SchemaVersion is the ID of the newest migration this binary knows; serve refuses a database at another one.
+func SchemaVersion() string {
+	m := migrations()
+	return m[len(m)-1].ID
+}
+
+// resourceTableDDL creates the table of one kind. Every kind has the same columns, so the generic store can serve
+// it; parentTable names the parent kind's table for a child kind.
+func resourceTableDDL(table, parentTable string) []string {
+	parentCol, uniqueCols := "", "name"
+	if parentTable != "" {
+		parentCol = fmt.Sprintf("parent_id uuid NOT NULL REFERENCES %s (id) ON DELETE CASCADE,", parentTable)
+		uniqueCols = "parent_id, name"
+	}
+	stmts := []string{
+		fmt.Sprintf(`CREATE TABLE %[1]s (
+			id uuid PRIMARY KEY,
+			%[2]s
+			name text NOT NULL,
+			labels jsonb NOT NULL DEFAULT '{}',
+			spec jsonb NOT NULL DEFAULT '{}',
+			generation bigint NOT NULL DEFAULT 1,
+			phase text NOT NULL,
+			conditions jsonb NOT NULL DEFAULT '[]',
+			created_time timestamptz NOT NULL,
+			updated_time timestamptz NOT NULL,
+			created_by text NOT NULL,
+			updated_by text NOT NULL,
+			deleted_time timestamptz,
+			deleted_by text
+		)`, table, parentCol),
+		// Names are unique among live rows only, enforced by the index so concurrent creates cannot both win.
+		fmt.Sprintf(`CREATE UNIQUE INDEX %[1]s_live_name ON %[1]s (%[2]s) WHERE deleted_time IS NULL`, table, uniqueCols),
+		fmt.Sprintf(`CREATE INDEX %[1]s_created ON %[1]s (created_time, id)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_updated ON %[1]s (updated_time, id)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_name ON %[1]s (name, id)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_generation ON %[1]s (generation, id)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_phase ON %[1]s (phase)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_deleting ON %[1]s (deleted_time) WHERE deleted_time IS NOT NULL`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_labels ON %[1]s USING gin (labels jsonb_path_ops)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_spec ON %[1]s USING gin (spec jsonb_path_ops)`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_conditions ON %[1]s USING gin (conditions jsonb_path_ops)`, table),
+	}
+	if parentTable != "" {
+		stmts = append(stmts, fmt.Sprintf(`CREATE INDEX %[1]s_parent ON %[1]s (parent_id, created_time, id)`, table))
+	}
+	return stmts
+}
+
+func execAll(tx *gorm.DB, stmts []string) error {
+	for _, s := range stmts {
+		if err := tx.Exec(s).Error; err != nil {
+			return fmt.Errorf("%s: %w", strings.Fields(s)[0:3], err)
+		}
+	}
+	return nil
+}
+
+// Migrate brings the schema to the latest version. It is idempotent and safe to run from several processes at
+// once: it holds a Postgres advisory lock on one pinned connection while it works.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockKey).Error; err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		// Unlock on the same connection; a failure here only delays other migrators until the session ends.
+		defer conn.Exec("SELECT pg_advisory_unlock(?)", migrationLockKey)
+		opts := *gormigrate.DefaultOptions
+		opts.TableName = migrationsTable
+		opts.UseTransaction = true
+		if err := gormigrate.New(conn, &opts, migrations()).Migrate(); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	})
+}
+
+// ErrSchemaOutdated is returned by CheckSchema when the database lags behind (or is ahead of) this binary.
+var ErrSchemaOutdated = errors.New("database schema is not at this binary's version")
+
+// CheckSchema returns ErrSchemaOutdated (wrapped with both versions and what to do) unless the newest applied
+// migration is SchemaVersion.
+func CheckSchema(ctx context.Context, db *gorm.DB) error {
+	var applied []string
+	err := db.WithContext(ctx).Raw("SELECT id FROM " + migrationsTable).Scan(&applied).Error
+	if err != nil {
+		// A fresh database has no bookkeeping table yet: that is "outdated", not a failure to report as such.
+		if isUndefinedTable(err) {
+			return fmt.Errorf("%w: no migrations applied; run `hyperfleet-api migrate`", ErrSchemaOutdated)
+		}
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	have := map[string]bool{}
+	for _, id := range applied {
+		have[id] = true
+	}
+	for _, m := range migrations() {
+		if !have[m.ID] {
+			return fmt.Errorf("%w: migration %s is not applied; run `hyperfleet-api migrate`", ErrSchemaOutdated, m.ID)
+		}
+	}
+	return nil
+}

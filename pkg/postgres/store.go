@@ -1,0 +1,350 @@
+// Package postgres stores resources in PostgreSQL through GORM: one table per kind with the same columns,
+// versioned migrations, and the compiler from TSL search expressions to parameterised SQL.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// Store is the resource.Store on PostgreSQL.
+type Store struct {
+	db       *gorm.DB
+	children map[*resource.Descriptor][]*resource.Descriptor
+}
+
+var _ resource.Store = (*Store)(nil)
+
+// NewStore returns a Store for the given kinds; every kind the store is asked about must be among them.
+func NewStore(db *gorm.DB, kinds []*resource.Descriptor) *Store {
+	children := map[*resource.Descriptor][]*resource.Descriptor{}
+	for _, k := range kinds {
+		if k.Parent != nil {
+			children[k.Parent] = append(children[k.Parent], k)
+		}
+	}
+	return &Store{db: db, children: children}
+}
+
+// row is a resource as stored; it never leaves this package.
+type row struct {
+	ID          string
+	ParentID    *string
+	Name        string
+	Labels      []byte
+	Spec        []byte
+	Generation  int64
+	Phase       string
+	Conditions  []byte
+	CreatedTime time.Time
+	UpdatedTime time.Time
+	CreatedBy   string
+	UpdatedBy   string
+	DeletedTime *time.Time
+	DeletedBy   *string
+}
+
+const rootColumns = "id, name, labels, spec, generation, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"
+
+func columns(d *resource.Descriptor) string {
+	if d.Parent == nil {
+		return rootColumns
+	}
+	return "parent_id, " + rootColumns
+}
+
+func toRow(r *resource.Resource) (*row, error) {
+	labels, err := json.Marshal(r.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("encode labels: %w", err)
+	}
+	conditions, err := json.Marshal(r.Status.Conditions)
+	if err != nil {
+		return nil, fmt.Errorf("encode conditions: %w", err)
+	}
+	out := &row{
+		ID: r.ID, Name: r.Name, Labels: labels, Spec: r.Spec, Generation: r.Generation, Phase: string(r.Status.Phase),
+		Conditions: conditions, CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy,
+		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime,
+	}
+	if r.ParentID != "" {
+		out.ParentID = &r.ParentID
+	}
+	if r.DeletedBy != "" {
+		out.DeletedBy = &r.DeletedBy
+	}
+	return out, nil
+}
+
+func (w *row) toResource(d *resource.Descriptor) (*resource.Resource, error) {
+	r := &resource.Resource{
+		ID: w.ID, Kind: d.Kind, Name: w.Name, Spec: json.RawMessage(w.Spec), Generation: w.Generation,
+		Status:      resource.Status{Phase: resource.Phase(w.Phase)},
+		CreatedTime: w.CreatedTime.UTC(), UpdatedTime: w.UpdatedTime.UTC(), CreatedBy: w.CreatedBy, UpdatedBy: w.UpdatedBy,
+	}
+	if w.ParentID != nil {
+		r.ParentID = *w.ParentID
+	}
+	if w.DeletedTime != nil {
+		t := w.DeletedTime.UTC()
+		r.DeletedTime = &t
+	}
+	if w.DeletedBy != nil {
+		r.DeletedBy = *w.DeletedBy
+	}
+	if err := json.Unmarshal(w.Labels, &r.Labels); err != nil {
+		return nil, fmt.Errorf("decode labels of %s %s: %w", d.Kind, w.ID, err)
+	}
+	if err := json.Unmarshal(w.Conditions, &r.Status.Conditions); err != nil {
+		return nil, fmt.Errorf("decode conditions of %s %s: %w", d.Kind, w.ID, err)
+	}
+	return r, nil
+}
+
+// Create implements resource.Store.
+func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource) (*resource.Resource, error) {
+	w, err := toRow(r)
+	if err != nil {
+		return nil, err
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if d.Parent != nil {
+			// FOR SHARE makes a concurrent delete of the parent wait for this insert, so its cascade sees the child.
+			var parent row
+			err := tx.Table(d.Parent.Table).Select("id, deleted_time").Clauses(clause.Locking{Strength: "SHARE"}).
+				Where("id = ?", r.ParentID).Take(&parent).Error
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return resource.NotFound(d.Parent, r.ParentID)
+			}
+			if err != nil {
+				return fmt.Errorf("lock parent %s: %w", d.Parent.Kind, err)
+			}
+			if parent.DeletedTime != nil {
+				return resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
+			}
+		}
+		q := tx.Table(d.Table)
+		if d.Parent == nil {
+			q = q.Omit("parent_id")
+		}
+		if err := q.Create(w).Error; err != nil {
+			if sqlstate(err) == sqlstateUniqueViolation {
+				return nameTaken(d, r.Name)
+			}
+			return fmt.Errorf("insert %s: %w", d.Kind, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func nameTaken(d *resource.Descriptor, name string) error {
+	scope := ""
+	if d.Parent != nil {
+		scope = " in this " + d.Parent.Kind
+	}
+	return &resource.Error{Code: resource.CodeNameTaken, Message: fmt.Sprintf("a %s named %q already exists%s", d.Kind, name, scope),
+		Fields: []resource.FieldError{{Field: "name", Message: "is already in use"}}}
+}
+
+// Get implements resource.Store.
+func (s *Store) Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
+	return s.get(s.db.WithContext(ctx), d, parentID, id, false)
+}
+
+func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lock bool) (*resource.Resource, error) {
+	q := tx.Table(d.Table).Select(columns(d)).Where("id = ?", id)
+	if parentID != "" {
+		q = q.Where("parent_id = ?", parentID)
+	}
+	if lock {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	var w row
+	if err := q.Take(&w).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, resource.NotFound(d, id)
+		}
+		return nil, fmt.Errorf("get %s %s: %w", d.Kind, id, err)
+	}
+	return w.toResource(d)
+}
+
+// orderColumns are the fields a list may be ordered by; each has an index ending in id.
+var orderColumns = map[string]string{
+	"id": "id", "name": "name", "generation": "generation", "created_time": "created_time", "updated_time": "updated_time",
+}
+
+func orderClause(order []resource.OrderBy) (string, error) {
+	if len(order) == 0 {
+		return "created_time, id", nil
+	}
+	parts := make([]string, 0, len(order)+1)
+	seenID := false
+	for _, o := range order {
+		col, ok := orderColumns[o.Field]
+		if !ok {
+			return "", &resource.Error{Code: resource.CodeBadListParam, Message: fmt.Sprintf("cannot order by %q: use one of id, name, generation, created_time, updated_time", o.Field),
+				Fields: []resource.FieldError{{Field: "order", Message: "unknown field " + o.Field}}}
+		}
+		seenID = seenID || col == "id"
+		if o.Desc {
+			col += " DESC"
+		}
+		parts = append(parts, col)
+	}
+	// Ties broken by id keep pages stable while rows with equal keys exist.
+	if !seenID {
+		parts = append(parts, "id")
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// List implements resource.Store: one query for the page and one for the total.
+func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.ResourcePage, error) {
+	order, err := orderClause(opts.Order)
+	if err != nil {
+		return nil, err
+	}
+	where := func() (*gorm.DB, error) {
+		q := s.db.WithContext(ctx).Table(d.Table)
+		if opts.ParentID != "" {
+			q = q.Where("parent_id = ?", opts.ParentID)
+		}
+		if !opts.IncludeDeleted {
+			q = q.Where("deleted_time IS NULL")
+		}
+		if strings.TrimSpace(opts.Search) != "" {
+			cond, args, err := CompileSearch(opts.Search, d.Parent != nil)
+			if err != nil {
+				return nil, err
+			}
+			q = q.Where(cond, args...)
+		}
+		return q, nil
+	}
+	q, err := where()
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	if err := q.Select(columns(d)).Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list %s: %w", d.Kind, err)
+	}
+	page := &resource.ResourcePage{Items: make([]resource.Resource, 0, len(rows))}
+	for i := range rows {
+		r, err := rows[i].toResource(d)
+		if err != nil {
+			return nil, err
+		}
+		page.Items = append(page.Items, *r)
+	}
+	// A first page shorter than the page size already is the total.
+	if opts.Page == 1 && len(rows) < opts.Size {
+		page.Total = int64(len(rows))
+		return page, nil
+	}
+	q, _ = where()
+	if err := q.Count(&page.Total).Error; err != nil {
+		return nil, fmt.Errorf("count %s: %w", d.Kind, err)
+	}
+	return page, nil
+}
+
+// Update implements resource.Store.
+func (s *Store) Update(ctx context.Context, d *resource.Descriptor, parentID, id string, mutate func(*resource.Resource) (bool, error)) (*resource.Resource, error) {
+	var out *resource.Resource
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		r, err := s.get(tx, d, parentID, id, true)
+		if err != nil {
+			return err
+		}
+		changed, err := mutate(r)
+		if err != nil {
+			return err
+		}
+		out = r
+		if !changed {
+			return nil
+		}
+		w, err := toRow(r)
+		if err != nil {
+			return err
+		}
+		err = tx.Table(d.Table).Where("id = ?", id).Updates(map[string]any{
+			"labels": w.Labels, "spec": w.Spec, "generation": w.Generation, "phase": w.Phase, "conditions": w.Conditions,
+			"updated_time": w.UpdatedTime, "updated_by": w.UpdatedBy,
+		}).Error
+		if err != nil {
+			return fmt.Errorf("update %s %s: %w", d.Kind, id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MarkDeleted implements resource.Store.
+func (s *Store) MarkDeleted(ctx context.Context, d *resource.Descriptor, parentID, id, by string, now time.Time) (*resource.Resource, error) {
+	var out *resource.Resource
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		r, err := s.get(tx, d, parentID, id, true)
+		if err != nil {
+			return err
+		}
+		out = r
+		if r.Deleting() {
+			return nil
+		}
+		if err := markDeleted(tx.Table(d.Table).Where("id = ?", id), by, now); err != nil {
+			return fmt.Errorf("delete %s %s: %w", d.Kind, id, err)
+		}
+		r.DeletedTime, r.DeletedBy, r.Generation = &now, by, r.Generation+1
+		r.UpdatedTime, r.UpdatedBy, r.Status.Phase = now, by, resource.PhaseDeleting
+		return s.cascadeDelete(tx, d, []string{id}, by, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func markDeleted(q *gorm.DB, by string, now time.Time) error {
+	return q.Updates(map[string]any{
+		"deleted_time": now, "deleted_by": by, "generation": gorm.Expr("generation + 1"),
+		"phase": string(resource.PhaseDeleting), "updated_time": now, "updated_by": by,
+	}).Error
+}
+
+// cascadeDelete marks the live descendants of the given parents, one UPDATE per kind and level.
+func (s *Store) cascadeDelete(tx *gorm.DB, d *resource.Descriptor, parentIDs []string, by string, now time.Time) error {
+	for _, child := range s.children[d] {
+		var ids []string
+		err := tx.Raw(`UPDATE `+child.Table+` SET deleted_time = ?, deleted_by = ?, generation = generation + 1,
+			phase = ?, updated_time = ?, updated_by = ? WHERE parent_id IN ? AND deleted_time IS NULL RETURNING id`,
+			now, by, string(resource.PhaseDeleting), now, by, parentIDs).Scan(&ids).Error
+		if err != nil {
+			return fmt.Errorf("cascade delete to %s: %w", child.Kind, err)
+		}
+		if len(ids) > 0 {
+			if err := s.cascadeDelete(tx, child, ids, by, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package resource
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// SpecSchema validates and defaults a kind's spec. It is built from openapi/openapi.yaml (see package schema).
+type SpecSchema interface {
+	// Validate returns every rule the spec breaks; none means valid.
+	Validate(spec map[string]any) []FieldError
+	// ApplyDefaults fills schema defaults for absent properties, in place.
+	ApplyDefaults(spec map[string]any) error
+	// InternalFields returns the dotted paths of internal (admin-only) fields present in spec, null or not.
+	InternalFields(spec map[string]any) []string
+}
+
+// Descriptor describes one kind of resource. The engine serves every kind from its descriptor, so adding a kind
+// is a descriptor (built in main), a schema in openapi.yaml and a migration.
+type Descriptor struct {
+	Kind    string      // "Cluster"
+	Plural  string      // URL segment, "clusters"
+	Table   string      // SQL table, "clusters"
+	Parent  *Descriptor // nil for a root kind
+	NameMin int
+	NameMax int
+	Spec    SpecSchema
+	// RequiredAdapters must all report before the resource is Ready (and finalize before it is removed).
+	RequiredAdapters []string
+}
+
+var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// Check reports a descriptor that main built wrong; it is called once at start-up.
+func (d *Descriptor) Check() error {
+	switch {
+	case d.Kind == "" || d.Plural == "":
+		return fmt.Errorf("descriptor %q: kind and plural are required", d.Kind)
+	case !identifier.MatchString(d.Table):
+		return fmt.Errorf("descriptor %s: table %q is not a plain SQL identifier", d.Kind, d.Table)
+	case d.NameMin < 1 || d.NameMax < d.NameMin || d.NameMax > 63:
+		return fmt.Errorf("descriptor %s: name length %d–%d is outside 1–63", d.Kind, d.NameMin, d.NameMax)
+	case d.Spec == nil:
+		return fmt.Errorf("descriptor %s: no spec schema", d.Kind)
+	}
+	return nil
+}
+
+// Path returns the URL path of a resource of this kind below the API base, e.g. "/clusters/<id>/nodepools/<id>".
+func (d *Descriptor) Path(parentID, id string) string {
+	if d.Parent == nil {
+		return "/" + d.Plural + "/" + id
+	}
+	return d.Parent.Path("", parentID) + "/" + d.Plural + "/" + id
+}

@@ -1,0 +1,91 @@
+// Package resource is HyperFleet's domain: the generic resource, its kind descriptor, the domain error type and
+// the Service that applies the API's rules (names, labels, spec validation, generations, merge patches) on top of
+// a transactional Store. It knows nothing of SQL or HTTP.
+package resource
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Phase is a resource's summarised state.
+type Phase string
+
+// The phases, in the contract's words.
+const (
+	PhasePending     Phase = "Pending"
+	PhaseProgressing Phase = "Progressing"
+	PhaseReady       Phase = "Ready"
+	PhaseDegraded    Phase = "Degraded"
+	PhaseDeleting    Phase = "Deleting"
+)
+
+// ConditionStatus is True, False or Unknown, as in Kubernetes.
+type ConditionStatus string
+
+// The condition statuses.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// Condition is one Kubernetes-style condition.
+type Condition struct {
+	Type               string          `json:"type"`
+	Status             ConditionStatus `json:"status"`
+	Reason             string          `json:"reason,omitempty"`
+	Message            string          `json:"message,omitempty"`
+	ObservedGeneration int64           `json:"observed_generation,omitempty"`
+	LastTransitionTime time.Time       `json:"last_transition_time"`
+	LastUpdatedTime    time.Time       `json:"last_updated_time"`
+}
+
+// Status is the resource's aggregated state, computed by the API from adapter reports.
+type Status struct {
+	Phase      Phase
+	Conditions []Condition
+}
+
+// Resource is one stored resource of any kind.
+type Resource struct {
+	ID          string
+	Kind        string
+	Name        string
+	ParentID    string // empty for a root kind
+	Labels      map[string]string
+	Spec        json.RawMessage // a JSON object
+	Generation  int64
+	Status      Status
+	CreatedTime time.Time
+	UpdatedTime time.Time
+	CreatedBy   string
+	UpdatedBy   string
+	DeletedTime *time.Time
+	DeletedBy   string
+}
+
+// Deleting reports whether the resource has been marked for deletion.
+func (r *Resource) Deleting() bool { return r.DeletedTime != nil }
+
+// ListOptions selects a page of resources of one kind.
+type ListOptions struct {
+	ParentID       string // only children of this parent; empty for all
+	Page           int    // 1-based
+	Size           int
+	Search         string // TSL
+	Order          []OrderBy
+	IncludeDeleted bool
+}
+
+// OrderBy is one sort key.
+type OrderBy struct {
+	Field string
+	Desc  bool
+}
+
+// ResourcePage is one page of a list.
+type ResourcePage struct {
+	Items []Resource
+	Total int64
+}

@@ -1,0 +1,172 @@
+// Package server runs hyperfleet-api: it opens the database (configured or embedded), checks the schema, and
+// serves the API, health and metrics listeners until its context ends, then drains.
+package server
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Environments pick defaults (HYPERFLEET_ENV).
+const (
+	EnvDevelopment        = "development"
+	EnvUnitTesting        = "unit_testing"
+	EnvIntegrationTesting = "integration_testing"
+	EnvProduction         = "production"
+)
+
+// Config is everything serve and migrate need. Flags fill it (cmd/hyperfleet-api).
+type Config struct {
+	Env string
+
+	APIBindAddress     string
+	HealthBindAddress  string
+	MetricsBindAddress string
+	HTTPReadTimeout    time.Duration
+	HTTPWriteTimeout   time.Duration
+	HTTPIdleTimeout    time.Duration
+	ShutdownTimeout    time.Duration
+	MaxBodyBytes       int64
+
+	DB DBConfig
+
+	// EmbeddedDB starts a private PostgreSQL under EmbeddedDataDir instead of connecting to DB.
+	EmbeddedDB      bool
+	EmbeddedDataDir string
+	EmbeddedPort    uint32
+
+	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}.
+	RequiredAdapters map[string][]string
+
+	Version string
+	Build   string
+}
+
+// DBConfig locates the database. URL, when set, wins over the secret files.
+type DBConfig struct {
+	URL          string
+	HostFile     string
+	PortFile     string
+	NameFile     string
+	UserFile     string
+	PasswordFile string
+	SSLMode      string
+	MaxOpenConns int
+	Debug        bool
+}
+
+// Configured reports whether a database was given (a URL or a host secret file that exists).
+func (c DBConfig) Configured() bool {
+	if c.URL != "" {
+		return true
+	}
+	_, err := os.Stat(c.HostFile)
+	return c.HostFile != "" && err == nil
+}
+
+// DSN returns the connection URL, reading the secret files when no URL is set. Files hold one value each
+// (trailing white space ignored), as Kubernetes secrets mounted as files do.
+func (c DBConfig) DSN() (string, error) {
+	if c.URL != "" {
+		return c.URL, nil
+	}
+	read := func(path, what string, required bool) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if !required && os.IsNotExist(err) {
+				return "", nil
+			}
+			return "", fmt.Errorf("database %s: %w (set --db-url, or write the secret files with `make secrets`)", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	host, err := read(c.HostFile, "host", true)
+	if err != nil {
+		return "", err
+	}
+	port, err := read(c.PortFile, "port", false)
+	if err != nil {
+		return "", err
+	}
+	name, err := read(c.NameFile, "name", true)
+	if err != nil {
+		return "", err
+	}
+	user, err := read(c.UserFile, "user", true)
+	if err != nil {
+		return "", err
+	}
+	password, err := read(c.PasswordFile, "password", false)
+	if err != nil {
+		return "", err
+	}
+	if port == "" {
+		port = "5432"
+	}
+	u := url.URL{Scheme: "postgres", Host: host + ":" + port, Path: "/" + name, User: url.UserPassword(user, password)}
+	if password == "" {
+		u.User = url.User(user)
+	}
+	q := url.Values{}
+	q.Set("sslmode", c.SSLMode)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// DefaultEmbeddedDataDir is where `serve --embedded-db` keeps its data: the user's cache, so it survives a
+// `git clean` of the checkout.
+func DefaultEmbeddedDataDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "hyperfleet", "embedded-postgres")
+}
+
+// Validate reports configuration that cannot work, with the flag to change.
+func (c Config) Validate() error {
+	switch c.Env {
+	case EnvDevelopment, EnvUnitTesting, EnvIntegrationTesting, EnvProduction:
+	default:
+		return fmt.Errorf("HYPERFLEET_ENV %q must be one of development, unit_testing, integration_testing, production", c.Env)
+	}
+	if c.Env == EnvProduction && c.EmbeddedDB {
+		return fmt.Errorf("--embedded-db is for development: production needs a real database (--db-url or --db-*-file)")
+	}
+	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
+		return fmt.Errorf("--db-sslmode=disable is refused in production")
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fmt.Errorf("--max-body-bytes %d is too small (at least 1024)", c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// ParseRequiredAdapters reads `cluster=a,b;nodepool=c` into kind name → adapters. Kind names are matched
+// case-insensitively against kinds and their plurals when the descriptors are built.
+func ParseRequiredAdapters(specs []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, spec := range specs {
+		for _, part := range strings.Split(spec, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			kind, list, ok := strings.Cut(part, "=")
+			kind = strings.ToLower(strings.TrimSpace(kind))
+			if !ok || kind == "" {
+				return nil, fmt.Errorf("--required-adapters %q: want <kind>=<adapter>[,<adapter>…]", part)
+			}
+			for _, a := range strings.Split(list, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					out[kind] = append(out[kind], a)
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,255 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	pgdriver "gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	gormlogger "gorm.io/gorm/logger"
+
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
+	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
+	"github.com/hyperfleet/hyperfleet/pkg/kinds"
+	"github.com/hyperfleet/hyperfleet/pkg/postgres"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schema"
+)
+
+// Server is a running hyperfleet-api: its database and its three listeners.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	db       *gorm.DB
+	sqlDB    *sql.DB
+	embedded *embeddeddb.Server
+	servers  []*http.Server
+	lns      []net.Listener
+	draining atomic.Bool
+}
+
+// New opens the database (starting and migrating the embedded one if configured), checks that its schema is
+// this binary's, builds the API and binds the listeners. It returns ErrSchemaOutdated (wrapped) when the
+// database needs `hyperfleet-api migrate`. Call Run to serve; Run releases everything New acquired.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if err := s.openDatabase(ctx, true); err != nil {
+		return nil, err
+	}
+	if err := postgres.CheckSchema(ctx, s.db); err != nil {
+		return nil, err
+	}
+	doc, err := schema.Load(openapi.Document())
+	if err != nil {
+		return nil, fmt.Errorf("load openapi document: %w", err)
+	}
+	set, err := kinds.Build(doc, cfg.RequiredAdapters)
+	if err != nil {
+		return nil, err
+	}
+	publicYAML, publicJSON, err := doc.Public()
+	if err != nil {
+		return nil, fmt.Errorf("public openapi document: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"))
+	apiHandler, err := httpapi.NewServer(httpapi.Config{
+		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
+	}, resource.NewService(postgres.NewStore(s.db, set.All)), set.All, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("authentication is OFF: every caller is an admin (development only)")
+
+	health := http.NewServeMux()
+	health.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	health.HandleFunc("GET /readyz", s.ready)
+	health.HandleFunc("GET /healthcheck", s.ready)
+	metrics := http.NewServeMux()
+	metrics.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+
+	for _, l := range []struct {
+		name, addr string
+		h          http.Handler
+	}{{"api", cfg.APIBindAddress, apiHandler}, {"health", cfg.HealthBindAddress, health}, {"metrics", cfg.MetricsBindAddress, metrics}} {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener on %s: %w", l.name, l.addr, err)
+		}
+		s.lns = append(s.lns, ln)
+		s.servers = append(s.servers, &http.Server{
+			Handler: l.h, ReadTimeout: cfg.HTTPReadTimeout, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.HTTPWriteTimeout,
+			IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		})
+	}
+	return s, nil
+}
+
+// APIAddr, HealthAddr and MetricsAddr are the bound addresses (useful with port 0).
+func (s *Server) APIAddr() string { return s.lns[0].Addr().String() }
+
+// HealthAddr is the health listener's bound address.
+func (s *Server) HealthAddr() string { return s.lns[1].Addr().String() }
+
+// MetricsAddr is the metrics listener's bound address.
+func (s *Server) MetricsAddr() string { return s.lns[2].Addr().String() }
+
+// Run serves until ctx ends, then reports not-ready, drains in-flight requests within ShutdownTimeout and
+// releases the database. It returns the first listener failure, or nil after a clean drain.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.close()
+	g, gctx := errgroup.WithContext(ctx)
+	for i, srv := range s.servers {
+		ln := s.lns[i]
+		g.Go(func() error {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+			}
+			return nil
+		})
+	}
+	s.log.Info("serving", "api", s.APIAddr(), "health", s.HealthAddr(), "metrics", s.MetricsAddr())
+	g.Go(func() error {
+		<-gctx.Done()
+		s.draining.Store(true)
+		s.log.Info("draining", "timeout", s.cfg.ShutdownTimeout.String())
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		defer cancel()
+		var errs []error
+		for _, srv := range s.servers {
+			errs = append(errs, srv.Shutdown(shutdownCtx))
+		}
+		return errors.Join(errs...)
+	})
+	err := g.Wait()
+	s.log.Info("stopped")
+	return err
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.sqlDB.PingContext(ctx); err != nil {
+		http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// openDatabase connects to the configured database, or starts the embedded one (migrating it when
+// migrateEmbedded, since a private development database has nobody else to run migrate).
+func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
+	dsn := ""
+	if s.cfg.EmbeddedDB {
+		emb, err := embeddeddb.Start(ctx, embeddeddb.Config{DataDir: s.cfg.EmbeddedDataDir, Port: s.cfg.EmbeddedPort, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("embedded database: %w", err)
+		}
+		s.embedded = emb
+		dsn = emb.DSN()
+	} else {
+		var err error
+		if dsn, err = s.cfg.DB.DSN(); err != nil {
+			return err
+		}
+	}
+	db, sqlDB, err := Open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug)
+	if err != nil {
+		return err
+	}
+	s.db, s.sqlDB = db, sqlDB
+	if s.cfg.EmbeddedDB && migrateEmbedded {
+		if err := postgres.Migrate(ctx, db); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Open connects GORM to dsn with a bounded pool and checks the connection.
+func Open(ctx context.Context, dsn string, maxOpen int, debug bool) (*gorm.DB, *sql.DB, error) {
+	level := gormlogger.Silent
+	if debug {
+		level = gormlogger.Info
+	}
+	db, err := gorm.Open(pgdriver.Open(dsn), &gorm.Config{
+		Logger:                 gormlogger.Default.LogMode(level),
+		SkipDefaultTransaction: true, // every write that needs one opens it explicitly
+		TranslateError:         false,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, fmt.Errorf("database handle: %w", err)
+	}
+	if maxOpen <= 0 {
+		maxOpen = 50
+	}
+	sqlDB.SetMaxOpenConns(maxOpen)
+	sqlDB.SetMaxIdleConns(maxOpen)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sqlDB.PingContext(pingCtx); err != nil {
+		_ = sqlDB.Close()
+		return nil, nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return db, sqlDB, nil
+}
+
+// RunMigrations applies the migrations to the configured (or embedded) database.
+func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
+	s := &Server{cfg: cfg, log: log}
+	defer s.close()
+	if err := s.openDatabase(ctx, false); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := postgres.Migrate(ctx, s.db); err != nil {
+		return err
+	}
+	log.Info("schema migrated", "version", postgres.SchemaVersion(), "took", time.Since(start).String())
+	return nil
+}
+
+func (s *Server) close() {
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	if s.sqlDB != nil {
+		_ = s.sqlDB.Close()
+	}
+	if s.embedded != nil {
+		if err := s.embedded.Stop(); err != nil {
+			s.log.Error("stop embedded database", "error", err)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package integration
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+)
+
+func TestClusterLifecycle(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{
+		Name: "prod-east", Labels: ptr(api.Labels{"env": "prod"}), Spec: clusterSpec("stable-4-16"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	c := created.JSON201
+	require.Equal(t, "/api/hyperfleet/v1/clusters/"+c.Id.String(), created.HTTPResponse.Header.Get("Location"))
+	require.Equal(t, c.Href, created.HTTPResponse.Header.Get("Location"))
+	require.Equal(t, `"1"`, created.HTTPResponse.Header.Get("ETag"))
+	require.Equal(t, "Cluster", c.Kind)
+	require.Equal(t, int64(1), c.Generation)
+	require.Equal(t, api.Labels{"env": "prod"}, c.Labels)
+	require.Equal(t, api.Ready, c.Status.Phase, "a kind with no required adapters is Ready")
+	require.Equal(t, "dev-admin", c.CreatedBy)
+	// Defaults of internal and public fields are stored, so adapters see the effective spec.
+	hc := c.Spec.HostedCluster
+	require.NotNil(t, hc.Platform)
+	require.Equal(t, api.HostedClusterSpecPlatformType("None"), *hc.Platform.Type)
+	require.Equal(t, api.HostedClusterSpecControllerAvailabilityPolicy("HighlyAvailable"), *hc.ControllerAvailabilityPolicy)
+	require.Len(t, *hc.Services, 4)
+
+	got, err := s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, got.StatusCode())
+	require.Equal(t, c.Spec, got.JSON200.Spec)
+	require.True(t, c.CreatedTime.Equal(got.JSON200.CreatedTime))
+
+	// Labels alone never bump the generation.
+	patched, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
+		api.ResourcePatch{Labels: &map[string]*string{"env": nil, "team": ptr("core")}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, patched.StatusCode(), "body: %s", patched.Body)
+	require.Equal(t, api.Labels{"team": "core"}, patched.JSON200.Labels)
+	require.Equal(t, int64(1), patched.JSON200.Generation)
+
+	// A semantic spec change bumps it once; the same change again is a no-op.
+	for i, want := range []int64{2, 2} {
+		p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
+			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, p.StatusCode(), "patch %d: %s", i, p.Body)
+		require.Equal(t, want, p.JSON200.Generation, "patch %d", i)
+		require.Equal(t, `"`+strconv.FormatInt(want, 10)+`"`, p.HTTPResponse.Header.Get("ETag"))
+		require.True(t, *p.JSON200.Spec.HostedCluster.Fips)
+		require.Equal(t, "example.com", *p.JSON200.Spec.HostedCluster.Dns.BaseDomain, "merge keeps siblings")
+	}
+
+	deleted, err := s.DeleteClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, deleted.StatusCode(), "body: %s", deleted.Body)
+	require.NotNil(t, deleted.JSON202.DeletedTime)
+	require.Equal(t, int64(3), deleted.JSON202.Generation)
+	require.Equal(t, api.Deleting, deleted.JSON202.Status.Phase)
+
+	// A deleting resource is readable, hidden from lists by default, and frozen.
+	got, err = s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, got.StatusCode())
+	require.NotNil(t, got.JSON200.DeletedTime)
+	list, err := s.ListClustersWithResponse(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), list.JSON200.Total)
+	list, err = s.ListClustersWithResponse(ctx, &api.ListClustersParams{IncludeDeleted: ptr(true)})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), list.JSON200.Total)
+	frozen, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil, api.ResourcePatch{Labels: &map[string]*string{"a": ptr("b")}})
+	require.NoError(t, err)
+	problem(t, frozen.HTTPResponse, frozen.Body, http.StatusConflict, "HYPERFLEET-CNF-003")
+
+	// Deleting again is accepted and changes nothing.
+	again, err := s.DeleteClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, again.StatusCode())
+	require.Equal(t, int64(3), again.JSON202.Generation)
+
+	// The name is free again once the holder is deleting.
+	createCluster(t, s, "prod-east", nil)
+}
+
+func TestNodePoolsLiveUnderTheirCluster(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	a := createCluster(t, s, "cluster-a", nil)
+	b := createCluster(t, s, "cluster-b", nil)
+	np := createNodePool(t, s, a, "workers", 3)
+	require.Equal(t, "NodePool", np.Kind)
+	require.Equal(t, api.ObjectReference{Id: a.Id, Kind: "Cluster", Href: a.Href}, np.OwnerReferences)
+	require.Equal(t, a.Href+"/nodepools/"+np.Id.String(), np.Href)
+	require.Equal(t, "Ubuntu 22.04", *np.Spec.Platform.Hivelocity.OsName, "schema default")
+	require.NotNil(t, np.Spec.Remediation, "internal default")
+
+	// Names are unique per cluster, not globally.
+	createNodePool(t, s, b, "workers", 1)
+	dup, err := s.CreateNodePoolWithResponse(ctx, a.Id, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
+	require.NoError(t, err)
+	problem(t, dup.HTTPResponse, dup.Body, http.StatusConflict, "HYPERFLEET-CNF-001")
+
+	// A node pool is only found under its own cluster.
+	wrong, err := s.GetNodePoolWithResponse(ctx, b.Id, np.Id)
+	require.NoError(t, err)
+	problem(t, wrong.HTTPResponse, wrong.Body, http.StatusNotFound, "HYPERFLEET-NTF-001")
+	right, err := s.GetNodePoolWithResponse(ctx, a.Id, np.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, right.StatusCode())
+
+	nested, err := s.ListClusterNodePoolsWithResponse(ctx, a.Id, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), nested.JSON200.Total)
+	require.Equal(t, "NodePoolList", nested.JSON200.Kind)
+	flat, err := s.ListNodePoolsWithResponse(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), flat.JSON200.Total)
+
+	missing := uuid.New()
+	for name, status := range map[string]func() (*http.Response, []byte){
+		"create under missing cluster": func() (*http.Response, []byte) {
+			r, err := s.CreateNodePoolWithResponse(ctx, missing, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
+			require.NoError(t, err)
+			return r.HTTPResponse, r.Body
+		},
+		"list under missing cluster": func() (*http.Response, []byte) {
+			r, err := s.ListClusterNodePoolsWithResponse(ctx, missing, nil)
+			require.NoError(t, err)
+			return r.HTTPResponse, r.Body
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp, body := status()
+			p := problem(t, resp, body, http.StatusNotFound, "HYPERFLEET-NTF-001")
+			require.Contains(t, *p.Detail, "Cluster")
+		})
+	}
+
+	scaled, err := s.PatchNodePoolWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, a.Id, np.Id, nil,
+		api.ResourcePatch{Spec: &map[string]interface{}{"replicas": 5}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, scaled.StatusCode(), "body: %s", scaled.Body)
+	require.Equal(t, 5, scaled.JSON200.Spec.Replicas)
+	require.Equal(t, int64(2), scaled.JSON200.Generation)
+
+	del, err := s.DeleteNodePoolWithResponse(ctx, a.Id, np.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, del.StatusCode())
+	require.Equal(t, int64(3), del.JSON202.Generation)
+}
+
+func TestDeletingAClusterCascadesToItsNodePools(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	c := createCluster(t, s, "doomed", nil)
+	other := createCluster(t, s, "survivor", nil)
+	pools := []*api.NodePool{createNodePool(t, s, c, "pool-a", 1), createNodePool(t, s, c, "pool-b", 2)}
+	kept := createNodePool(t, s, other, "pool-a", 1)
+
+	resp, err := s.DeleteClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode())
+
+	for _, np := range pools {
+		got, err := s.GetNodePoolWithResponse(ctx, c.Id, np.Id)
+		require.NoError(t, err)
+		require.NotNil(t, got.JSON200.DeletedTime, np.Name)
+		require.Equal(t, np.Generation+1, got.JSON200.Generation, np.Name)
+		require.Equal(t, api.Deleting, got.JSON200.Status.Phase)
+		require.Equal(t, "dev-admin", deref(got.JSON200.DeletedBy))
+	}
+	got, err := s.GetNodePoolWithResponse(ctx, other.Id, kept.Id)
+	require.NoError(t, err)
+	require.Nil(t, got.JSON200.DeletedTime, "another cluster's pool is untouched")
+
+	late, err := s.CreateNodePoolWithResponse(ctx, c.Id, api.NodePoolCreate{Name: "pool-c", Spec: nodePoolSpec(1)})
+	require.NoError(t, err)
+	problem(t, late.HTTPResponse, late.Body, http.StatusConflict, "HYPERFLEET-CNF-002")
+}
+
+func TestIfMatchGuardsConcurrentEdits(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	c := createCluster(t, s, "guarded", nil)
+	spec := func(domain string) api.ResourcePatch {
+		return api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"dns": map[string]any{"base_domain": domain}}}}
+	}
+	ok, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("a.example.com"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, ok.StatusCode(), "body: %s", ok.Body)
+	require.Equal(t, int64(2), ok.JSON200.Generation)
+
+	stale, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("b.example.com"))
+	require.NoError(t, err)
+	p := problem(t, stale.HTTPResponse, stale.Body, http.StatusPreconditionFailed, "HYPERFLEET-CNF-004")
+	require.Contains(t, *p.Detail, "generation 2")
+
+	bad, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`W/"x"`)}, spec("b.example.com"))
+	require.NoError(t, err)
+	problem(t, bad.HTTPResponse, bad.Body, http.StatusBadRequest, "HYPERFLEET-VAL-001")
+
+	got, err := s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, "a.example.com", *got.JSON200.Spec.HostedCluster.Dns.BaseDomain, "the stale write left nothing behind")
+}
+
+func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	const n = 16
+	codes := make(chan int, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "contended", Spec: clusterSpec("stable-4-16")})
+			if err != nil {
+				codes <- -1
+				return
+			}
+			codes <- resp.StatusCode()
+		}()
+	}
+	close(start)
+	count := map[int]int{}
+	for range n {
+		count[<-codes]++
+	}
+	require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusConflict: n - 1}, count)
+	list, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Search: ptr("name = 'contended'")})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), list.JSON200.Total)
+}
+
+func TestAPIInfoAndOpenAPIDocument(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	info, err := s.GetAPIInfoWithResponse(ctx)
+	require.NoError(t, err)
+	require.Equal(t, api.APIInfo{Kind: "API", Version: "test", Build: "test"}, *info.JSON200)
+
+	for _, tc := range []struct{ query, contentType, mustHave string }{
+		{"", "application/yaml", "openapi: 3.0.3"},
+		{"?format=json", "application/json", `"openapi"`},
+	} {
+		resp, err := http.Get(s.base + "/openapi" + tc.query)
+		require.NoError(t, err)
+		body := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, tc.contentType, resp.Header.Get("Content-Type"))
+		require.Contains(t, body, tc.mustHave)
+		require.NotContains(t, body, "x-hyperfleet-internal")
+		require.NotContains(t, body, "remediation", "internal fields are not published")
+		require.True(t, strings.Contains(body, "ClusterSpec"))
+	}
+}

@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
+	"github.com/hyperfleet/hyperfleet/pkg/kinds"
+	"github.com/hyperfleet/hyperfleet/pkg/postgres"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schema"
+	"github.com/hyperfleet/hyperfleet/test/harness"
+)
+
+// startWithCallers serves the API with a test authenticator: the X-Test-Caller header names the caller and
+// "admin" makes it an admin. Authentication proper (JWT) is tested elsewhere; this isolates the admin rule.
+func startWithCallers(tb testing.TB) *api.ClientWithResponses {
+	tb.Helper()
+	db := harness.OpenGorm(tb, harness.NewDatabase(tb))
+	doc, err := schema.Load(openapi.Document())
+	require.NoError(tb, err)
+	set, err := kinds.Build(doc, nil)
+	require.NoError(tb, err)
+	h, err := httpapi.NewServer(httpapi.Config{
+		Authenticate: func(r *http.Request) (resource.Caller, error) {
+			name := r.Header.Get("X-Test-Caller")
+			return resource.Caller{Name: name, Admin: name == "admin"}, nil
+		},
+	}, resource.NewService(postgres.NewStore(db, set.All)), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
+	require.NoError(tb, err)
+	ts := httptest.NewServer(h)
+	tb.Cleanup(ts.Close)
+	client, err := api.NewClientWithResponses(ts.URL)
+	require.NoError(tb, err)
+	return client
+}
+
+func as(name string) api.RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("X-Test-Caller", name)
+		return nil
+	}
+}
+
+func TestInternalFieldsAreAdminOnly(t *testing.T) {
+	c := startWithCallers(t)
+	ctx := ctxFor(t)
+	withPlatform := `{"name":"internal","spec":{"version_stream":"s","hosted_cluster":{"platform":{"type":"Agent"},"etcd":null}}}`
+
+	resp, err := c.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(withPlatform), as("alice"))
+	require.NoError(t, err)
+	p := problem(t, resp.HTTPResponse, resp.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
+	require.ElementsMatch(t, []api.FieldError{
+		{Field: "spec.hosted_cluster.platform", Message: "is an internal field: only an admin may set it"},
+		{Field: "spec.hosted_cluster.etcd", Message: "is an internal field: only an admin may set it"},
+	}, deref(p.Errors))
+
+	resp, err = c.CreateClusterWithBodyWithResponse(ctx, "application/json",
+		strings.NewReader(`{"name":"internal","spec":{"version_stream":"s","hosted_cluster":{"platform":{"type":"Agent"}}}}`), as("admin"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
+	cluster := resp.JSON201
+	require.Equal(t, "Agent", string(*cluster.Spec.HostedCluster.Platform.Type))
+	require.Equal(t, "admin", cluster.CreatedBy)
+
+	// A user may change public fields of a cluster whose internal fields an admin set, but not those fields.
+	patch, err := c.PatchClusterWithBodyWithResponse(ctx, cluster.Id, nil, "application/merge-patch+json",
+		strings.NewReader(`{"spec":{"hosted_cluster":{"platform":null}}}`), as("alice"))
+	require.NoError(t, err)
+	problem(t, patch.HTTPResponse, patch.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
+	patch, err = c.PatchClusterWithBodyWithResponse(ctx, cluster.Id, nil, "application/merge-patch+json",
+		strings.NewReader(`{"spec":{"hosted_cluster":{"fips":true}}}`), as("alice"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, patch.StatusCode(), "body: %s", patch.Body)
+	require.Equal(t, "Agent", string(*patch.JSON200.Spec.HostedCluster.Platform.Type))
+	require.Equal(t, "alice", patch.JSON200.UpdatedBy)
+}
