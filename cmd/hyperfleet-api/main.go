@@ -68,7 +68,7 @@ func (o *options) addDatabaseFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.cfg.DB.MaxOpenConns, "db-max-open-connections", 50, "connection pool size")
 	fs.BoolVar(&o.cfg.DB.Debug, "enable-db-debug", false, "log every SQL statement")
 	fs.BoolVar(&o.cfg.EmbeddedDB, "embedded-db", false, "start a private PostgreSQL (development); the default in development when no database is configured")
-	fs.StringVar(&o.cfg.EmbeddedDataDir, "embedded-db-dir", server.DefaultEmbeddedDataDir(), "data directory of the embedded database")
+	fs.StringVar(&o.cfg.EmbeddedDataDir, "embedded-db-dir", "", "data directory of the embedded database (default: ~/.cache/hyperfleet/embedded-postgres; /var/cache/hyperfleet/embedded-postgres for root)")
 	fs.Uint32Var(&o.cfg.EmbeddedPort, "embedded-db-port", 5433, "port of the embedded database (loopback only)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }

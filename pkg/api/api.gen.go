@@ -18,53 +18,32 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for ConditionStatus.
+// Defines values for ClusterSpecHostedClusterControllerAvailabilityPolicy.
 const (
-	False   ConditionStatus = "False"
-	True    ConditionStatus = "True"
-	Unknown ConditionStatus = "Unknown"
+	ClusterSpecHostedClusterControllerAvailabilityPolicyHighlyAvailable ClusterSpecHostedClusterControllerAvailabilityPolicy = "HighlyAvailable"
+	ClusterSpecHostedClusterControllerAvailabilityPolicySingleReplica   ClusterSpecHostedClusterControllerAvailabilityPolicy = "SingleReplica"
 )
 
-// Valid indicates whether the value is a known member of the ConditionStatus enum.
-func (e ConditionStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterControllerAvailabilityPolicy enum.
+func (e ClusterSpecHostedClusterControllerAvailabilityPolicy) Valid() bool {
 	switch e {
-	case False:
+	case ClusterSpecHostedClusterControllerAvailabilityPolicyHighlyAvailable:
 		return true
-	case True:
-		return true
-	case Unknown:
+	case ClusterSpecHostedClusterControllerAvailabilityPolicySingleReplica:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for HostedClusterSpecControllerAvailabilityPolicy.
+// Defines values for ClusterSpecHostedClusterEtcdManagementType.
 const (
-	HostedClusterSpecControllerAvailabilityPolicyHighlyAvailable HostedClusterSpecControllerAvailabilityPolicy = "HighlyAvailable"
-	HostedClusterSpecControllerAvailabilityPolicySingleReplica   HostedClusterSpecControllerAvailabilityPolicy = "SingleReplica"
+	Managed   ClusterSpecHostedClusterEtcdManagementType = "Managed"
+	Unmanaged ClusterSpecHostedClusterEtcdManagementType = "Unmanaged"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecControllerAvailabilityPolicy enum.
-func (e HostedClusterSpecControllerAvailabilityPolicy) Valid() bool {
-	switch e {
-	case HostedClusterSpecControllerAvailabilityPolicyHighlyAvailable:
-		return true
-	case HostedClusterSpecControllerAvailabilityPolicySingleReplica:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for HostedClusterSpecEtcdManagementType.
-const (
-	Managed   HostedClusterSpecEtcdManagementType = "Managed"
-	Unmanaged HostedClusterSpecEtcdManagementType = "Unmanaged"
-)
-
-// Valid indicates whether the value is a known member of the HostedClusterSpecEtcdManagementType enum.
-func (e HostedClusterSpecEtcdManagementType) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterEtcdManagementType enum.
+func (e ClusterSpecHostedClusterEtcdManagementType) Valid() bool {
 	switch e {
 	case Managed:
 		return true
@@ -75,32 +54,32 @@ func (e HostedClusterSpecEtcdManagementType) Valid() bool {
 	}
 }
 
-// Defines values for HostedClusterSpecInfrastructureAvailabilityPolicy.
+// Defines values for ClusterSpecHostedClusterInfrastructureAvailabilityPolicy.
 const (
-	HostedClusterSpecInfrastructureAvailabilityPolicyHighlyAvailable HostedClusterSpecInfrastructureAvailabilityPolicy = "HighlyAvailable"
-	HostedClusterSpecInfrastructureAvailabilityPolicySingleReplica   HostedClusterSpecInfrastructureAvailabilityPolicy = "SingleReplica"
+	ClusterSpecHostedClusterInfrastructureAvailabilityPolicyHighlyAvailable ClusterSpecHostedClusterInfrastructureAvailabilityPolicy = "HighlyAvailable"
+	ClusterSpecHostedClusterInfrastructureAvailabilityPolicySingleReplica   ClusterSpecHostedClusterInfrastructureAvailabilityPolicy = "SingleReplica"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecInfrastructureAvailabilityPolicy enum.
-func (e HostedClusterSpecInfrastructureAvailabilityPolicy) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterInfrastructureAvailabilityPolicy enum.
+func (e ClusterSpecHostedClusterInfrastructureAvailabilityPolicy) Valid() bool {
 	switch e {
-	case HostedClusterSpecInfrastructureAvailabilityPolicyHighlyAvailable:
+	case ClusterSpecHostedClusterInfrastructureAvailabilityPolicyHighlyAvailable:
 		return true
-	case HostedClusterSpecInfrastructureAvailabilityPolicySingleReplica:
+	case ClusterSpecHostedClusterInfrastructureAvailabilityPolicySingleReplica:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for HostedClusterSpecNetworkingNetworkType.
+// Defines values for ClusterSpecHostedClusterNetworkingNetworkType.
 const (
-	OVNKubernetes HostedClusterSpecNetworkingNetworkType = "OVNKubernetes"
-	Other         HostedClusterSpecNetworkingNetworkType = "Other"
+	OVNKubernetes ClusterSpecHostedClusterNetworkingNetworkType = "OVNKubernetes"
+	Other         ClusterSpecHostedClusterNetworkingNetworkType = "Other"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecNetworkingNetworkType enum.
-func (e HostedClusterSpecNetworkingNetworkType) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterNetworkingNetworkType enum.
+func (e ClusterSpecHostedClusterNetworkingNetworkType) Valid() bool {
 	switch e {
 	case OVNKubernetes:
 		return true
@@ -111,15 +90,15 @@ func (e HostedClusterSpecNetworkingNetworkType) Valid() bool {
 	}
 }
 
-// Defines values for HostedClusterSpecPlatformType.
+// Defines values for ClusterSpecHostedClusterPlatformType.
 const (
-	Agent    HostedClusterSpecPlatformType = "Agent"
-	KubeVirt HostedClusterSpecPlatformType = "KubeVirt"
-	None     HostedClusterSpecPlatformType = "None"
+	Agent    ClusterSpecHostedClusterPlatformType = "Agent"
+	KubeVirt ClusterSpecHostedClusterPlatformType = "KubeVirt"
+	None     ClusterSpecHostedClusterPlatformType = "None"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecPlatformType enum.
-func (e HostedClusterSpecPlatformType) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterPlatformType enum.
+func (e ClusterSpecHostedClusterPlatformType) Valid() bool {
 	switch e {
 	case Agent:
 		return true
@@ -132,17 +111,17 @@ func (e HostedClusterSpecPlatformType) Valid() bool {
 	}
 }
 
-// Defines values for HostedClusterSpecServicesService.
+// Defines values for ClusterSpecHostedClusterServicesService.
 const (
-	APIServer    HostedClusterSpecServicesService = "APIServer"
-	Ignition     HostedClusterSpecServicesService = "Ignition"
-	Konnectivity HostedClusterSpecServicesService = "Konnectivity"
-	OAuthServer  HostedClusterSpecServicesService = "OAuthServer"
-	OVNSbDb      HostedClusterSpecServicesService = "OVNSbDb"
+	APIServer    ClusterSpecHostedClusterServicesService = "APIServer"
+	Ignition     ClusterSpecHostedClusterServicesService = "Ignition"
+	Konnectivity ClusterSpecHostedClusterServicesService = "Konnectivity"
+	OAuthServer  ClusterSpecHostedClusterServicesService = "OAuthServer"
+	OVNSbDb      ClusterSpecHostedClusterServicesService = "OVNSbDb"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecServicesService enum.
-func (e HostedClusterSpecServicesService) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterServicesService enum.
+func (e ClusterSpecHostedClusterServicesService) Valid() bool {
 	switch e {
 	case APIServer:
 		return true
@@ -159,21 +138,42 @@ func (e HostedClusterSpecServicesService) Valid() bool {
 	}
 }
 
-// Defines values for HostedClusterSpecServicesType.
+// Defines values for ClusterSpecHostedClusterServicesType.
 const (
-	LoadBalancer HostedClusterSpecServicesType = "LoadBalancer"
-	NodePort     HostedClusterSpecServicesType = "NodePort"
-	Route        HostedClusterSpecServicesType = "Route"
+	LoadBalancer ClusterSpecHostedClusterServicesType = "LoadBalancer"
+	NodePort     ClusterSpecHostedClusterServicesType = "NodePort"
+	Route        ClusterSpecHostedClusterServicesType = "Route"
 )
 
-// Valid indicates whether the value is a known member of the HostedClusterSpecServicesType enum.
-func (e HostedClusterSpecServicesType) Valid() bool {
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterServicesType enum.
+func (e ClusterSpecHostedClusterServicesType) Valid() bool {
 	switch e {
 	case LoadBalancer:
 		return true
 	case NodePort:
 		return true
 	case Route:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConditionStatus.
+const (
+	False   ConditionStatus = "False"
+	True    ConditionStatus = "True"
+	Unknown ConditionStatus = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the ConditionStatus enum.
+func (e ConditionStatus) Valid() bool {
+	switch e {
+	case False:
+		return true
+	case True:
+		return true
+	case Unknown:
 		return true
 	default:
 		return false
@@ -269,6 +269,60 @@ type ClusterSpec struct {
 	VersionStream string `json:"version_stream"`
 }
 
+// ClusterSpecHostedClusterControllerAvailabilityPolicy defines model for ClusterSpec.HostedCluster.ControllerAvailabilityPolicy.
+type ClusterSpecHostedClusterControllerAvailabilityPolicy string
+
+// ClusterSpecHostedClusterEtcdManagementType defines model for ClusterSpec.HostedCluster.Etcd.ManagementType.
+type ClusterSpecHostedClusterEtcdManagementType string
+
+// ClusterSpecHostedClusterInfrastructureAvailabilityPolicy defines model for ClusterSpec.HostedCluster.InfrastructureAvailabilityPolicy.
+type ClusterSpecHostedClusterInfrastructureAvailabilityPolicy string
+
+// ClusterSpecHostedClusterNetworkingNetworkType defines model for ClusterSpec.HostedCluster.Networking.NetworkType.
+type ClusterSpecHostedClusterNetworkingNetworkType string
+
+// ClusterSpecHostedClusterPlatformType defines model for ClusterSpec.HostedCluster.Platform.Type.
+type ClusterSpecHostedClusterPlatformType string
+
+// ClusterSpecHostedClusterServicesService defines model for ClusterSpec.HostedCluster.Services.Service.
+type ClusterSpecHostedClusterServicesService string
+
+// ClusterSpecHostedClusterServicesType defines model for ClusterSpec.HostedCluster.Services.Type.
+type ClusterSpecHostedClusterServicesType string
+
+// HostedClusterSpec The subset of HyperShift's HostedClusterSpec a HyperFleet user controls.
+type HostedClusterSpec struct {
+	ControllerAvailabilityPolicy *ClusterSpecHostedClusterControllerAvailabilityPolicy `json:"controller_availability_policy,omitempty"`
+	Dns                          *struct {
+		BaseDomain *string `json:"base_domain,omitempty"`
+	} `json:"dns,omitempty"`
+	Etcd *struct {
+		ManagementType *ClusterSpecHostedClusterEtcdManagementType `json:"management_type,omitempty"`
+		StorageSize    *string                                     `json:"storage_size,omitempty"`
+	} `json:"etcd,omitempty"`
+	Fips                             *bool                                                     `json:"fips,omitempty"`
+	InfrastructureAvailabilityPolicy *ClusterSpecHostedClusterInfrastructureAvailabilityPolicy `json:"infrastructure_availability_policy,omitempty"`
+	IssuerUrl                        *string                                                   `json:"issuer_url,omitempty"`
+	Networking                       *struct {
+		ClusterNetwork *[]struct {
+			Cidr       string `json:"cidr"`
+			HostPrefix *int   `json:"host_prefix,omitempty"`
+		} `json:"cluster_network,omitempty"`
+		NetworkType    *ClusterSpecHostedClusterNetworkingNetworkType `json:"network_type,omitempty"`
+		ServiceNetwork *[]struct {
+			Cidr string `json:"cidr"`
+		} `json:"service_network,omitempty"`
+	} `json:"networking,omitempty"`
+	Platform *struct {
+		Type *ClusterSpecHostedClusterPlatformType `json:"type,omitempty"`
+	} `json:"platform,omitempty"`
+	Services *[]struct {
+		Service ClusterSpecHostedClusterServicesService `json:"service"`
+		Type    ClusterSpecHostedClusterServicesType    `json:"type"`
+	} `json:"services,omitempty"`
+	SshPublicKey *string `json:"ssh_public_key,omitempty"`
+}
+
 // Condition defines model for Condition.
 type Condition struct {
 	LastTransitionTime *time.Time      `json:"last_transition_time,omitempty"`
@@ -304,60 +358,6 @@ type HivelocityPlatform struct {
 	// Userdata cloud-init user data written at reload.
 	Userdata *string `json:"userdata,omitempty"`
 }
-
-// HostedClusterSpec The subset of HyperShift's HostedClusterSpec a HyperFleet user controls.
-type HostedClusterSpec struct {
-	ControllerAvailabilityPolicy *HostedClusterSpecControllerAvailabilityPolicy `json:"controller_availability_policy,omitempty"`
-	Dns                          *struct {
-		BaseDomain *string `json:"base_domain,omitempty"`
-	} `json:"dns,omitempty"`
-	Etcd *struct {
-		ManagementType *HostedClusterSpecEtcdManagementType `json:"management_type,omitempty"`
-		StorageSize    *string                              `json:"storage_size,omitempty"`
-	} `json:"etcd,omitempty"`
-	Fips                             *bool                                              `json:"fips,omitempty"`
-	InfrastructureAvailabilityPolicy *HostedClusterSpecInfrastructureAvailabilityPolicy `json:"infrastructure_availability_policy,omitempty"`
-	IssuerUrl                        *string                                            `json:"issuer_url,omitempty"`
-	Networking                       *struct {
-		ClusterNetwork *[]struct {
-			Cidr       string `json:"cidr"`
-			HostPrefix *int   `json:"host_prefix,omitempty"`
-		} `json:"cluster_network,omitempty"`
-		NetworkType    *HostedClusterSpecNetworkingNetworkType `json:"network_type,omitempty"`
-		ServiceNetwork *[]struct {
-			Cidr string `json:"cidr"`
-		} `json:"service_network,omitempty"`
-	} `json:"networking,omitempty"`
-	Platform *struct {
-		Type *HostedClusterSpecPlatformType `json:"type,omitempty"`
-	} `json:"platform,omitempty"`
-	Services *[]struct {
-		Service HostedClusterSpecServicesService `json:"service"`
-		Type    HostedClusterSpecServicesType    `json:"type"`
-	} `json:"services,omitempty"`
-	SshPublicKey *string `json:"ssh_public_key,omitempty"`
-}
-
-// HostedClusterSpecControllerAvailabilityPolicy defines model for HostedClusterSpec.ControllerAvailabilityPolicy.
-type HostedClusterSpecControllerAvailabilityPolicy string
-
-// HostedClusterSpecEtcdManagementType defines model for HostedClusterSpec.Etcd.ManagementType.
-type HostedClusterSpecEtcdManagementType string
-
-// HostedClusterSpecInfrastructureAvailabilityPolicy defines model for HostedClusterSpec.InfrastructureAvailabilityPolicy.
-type HostedClusterSpecInfrastructureAvailabilityPolicy string
-
-// HostedClusterSpecNetworkingNetworkType defines model for HostedClusterSpec.Networking.NetworkType.
-type HostedClusterSpecNetworkingNetworkType string
-
-// HostedClusterSpecPlatformType defines model for HostedClusterSpec.Platform.Type.
-type HostedClusterSpecPlatformType string
-
-// HostedClusterSpecServicesService defines model for HostedClusterSpec.Services.Service.
-type HostedClusterSpecServicesService string
-
-// HostedClusterSpecServicesType defines model for HostedClusterSpec.Services.Type.
-type HostedClusterSpecServicesType string
 
 // Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 type Labels map[string]string

@@ -18,7 +18,18 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
+// setIdentity records the authenticated caller for the request log.
+func setIdentity(ctx context.Context, name string) {
+	if p, ok := ctx.Value(identityKey{}).(*string); ok {
+		*p = name
+	}
+}
+
 type requestIDKey struct{}
+
+// identityKey holds a *string that authentication fills in, so that the outer logging middleware, which runs
+// before the caller is known, can still log who it was.
+type identityKey struct{}
 
 // requestIDHeader is read from clients (so a trace can span systems) and always answered.
 const requestIDHeader = "X-Request-Id"
@@ -65,7 +76,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(requestIDHeader, id)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		identity := "anonymous"
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		r = r.WithContext(context.WithValue(ctx, identityKey{}, &identity))
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
@@ -84,7 +97,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			s.log.LogAttrs(r.Context(), level, "request",
 				slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
 				slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-				slog.String("identity", resource.CallerFrom(r.Context()).Name),
+				slog.String("identity", identity),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
 		}()
 		next.ServeHTTP(rec, r)

@@ -110,6 +110,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			caller = c
 		}
+		setIdentity(r.Context(), caller.Name)
 		next.ServeHTTP(w, r.WithContext(resource.WithCaller(r.Context(), caller)))
 	})
 }

@@ -74,7 +74,7 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 	var problems []FieldError
 	problems = append(problems, checkName(d, in.Name)...)
 	problems = append(problems, checkLabels(in.Labels)...)
-	spec, err := s.prepareSpec(d, caller, nil, in.Spec)
+	spec, err := prepareSpec(d, caller, nil, in.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 			}
 		}
 		if p.Spec != nil {
-			spec, err := s.prepareSpec(d, caller, r.Spec, p.Spec)
+			spec, err := prepareSpec(d, caller, r.Spec, p.Spec)
 			if err != nil {
 				return false, err
 			}
@@ -202,7 +202,7 @@ func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string
 
 // prepareSpec turns a create body's spec (old == nil) or a merge patch of old into the spec to validate:
 // it refuses internal fields from non-admins and fills defaults.
-func (s *Service) prepareSpec(d *Descriptor, caller Caller, old json.RawMessage, doc json.RawMessage) (map[string]any, error) {
+func prepareSpec(d *Descriptor, caller Caller, old json.RawMessage, doc json.RawMessage) (map[string]any, error) {
 	var given map[string]any
 	if len(doc) > 0 && string(doc) != "null" {
 		if err := json.Unmarshal(doc, &given); err != nil {
@@ -221,31 +221,76 @@ func (s *Service) prepareSpec(d *Descriptor, caller Caller, old json.RawMessage,
 			return nil, &Error{Code: CodeInternalField, Message: "internal spec fields are writable by admins only: " + strings.Join(internal, ", "), Fields: fields}
 		}
 	}
-	spec := given
-	if old != nil {
-		merged, err := jsonpatch.MergePatch(old, doc)
-		if err != nil {
-			return nil, &Error{Code: CodeMalformed, Message: "spec patch is not a valid JSON merge patch: " + err.Error()}
+	if old == nil {
+		return defaulted(d, given)
+	}
+	merged, err := jsonpatch.MergePatch(old, doc)
+	if err != nil {
+		return nil, &Error{Code: CodeMalformed, Message: "spec patch is not a valid JSON merge patch: " + err.Error()}
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(merged, &spec); err != nil || spec == nil {
+		return nil, &Error{Code: CodeMalformed, Message: "spec patch must leave spec a JSON object"}
+	}
+	if spec, err = defaulted(d, spec); err != nil {
+		return nil, err
+	}
+	if !caller.Admin {
+		// A patch can also change internal fields without naming them, e.g. by nulling their parent object.
+		var before map[string]any
+		if err := json.Unmarshal(old, &before); err != nil {
+			return nil, fmt.Errorf("decode stored spec: %w", err)
 		}
-		spec = nil
-		if err := json.Unmarshal(merged, &spec); err != nil || spec == nil {
-			return nil, &Error{Code: CodeMalformed, Message: "spec patch must leave spec a JSON object"}
+		if changed := changedInternal(d, before, spec); len(changed) > 0 {
+			return nil, &Error{Code: CodeInternalField, Message: "the patch would change internal spec fields, which admins only may write: " + strings.Join(changed, ", ")}
 		}
 	}
+	return spec, nil
+}
+
+// defaulted fills the schema's defaults into spec and normalises it through JSON, so that the Go types of
+// defaults (ints) become what decoding yields (float64) and comparing two specs is purely semantic.
+func defaulted(d *Descriptor, spec map[string]any) (map[string]any, error) {
 	if err := d.Spec.ApplyDefaults(spec); err != nil {
 		return nil, &Error{Code: CodeInvalid, Message: "spec defaults could not be applied: " + err.Error()}
 	}
-	// A second round trip normalises the defaults' Go types (ints) to what JSON decoding yields (float64),
-	// so that comparing an old spec with a new one is purely semantic.
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalid, Message: "spec cannot be encoded: " + err.Error()}
 	}
-	spec = nil
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
 		return nil, fmt.Errorf("decode normalised spec: %w", err)
 	}
-	return spec, nil
+	return out, nil
+}
+
+// changedInternal returns the internal fields whose values differ between two defaulted specs.
+func changedInternal(d *Descriptor, before, after map[string]any) []string {
+	paths := append(d.Spec.InternalFields(before), d.Spec.InternalFields(after)...)
+	sort.Strings(paths)
+	var changed []string
+	for i, p := range paths {
+		if i > 0 && paths[i-1] == p {
+			continue
+		}
+		if !reflect.DeepEqual(valueAt(before, p), valueAt(after, p)) {
+			changed = append(changed, p)
+		}
+	}
+	return changed
+}
+
+// valueAt follows a dotted path of object keys; internal fields are object properties, never array items.
+func valueAt(v any, path string) any {
+	for _, key := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[key]
+	}
+	return v
 }
 
 func specProblems(d *Descriptor, spec map[string]any) []FieldError {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -115,16 +114,6 @@ func (c DBConfig) DSN() (string, error) {
 	q.Set("sslmode", c.SSLMode)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
-}
-
-// DefaultEmbeddedDataDir is where `serve --embedded-db` keeps its data: the user's cache, so it survives a
-// `git clean` of the checkout.
-func DefaultEmbeddedDataDir() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	return filepath.Join(dir, "hyperfleet", "embedded-postgres")
 }
 
 // Validate reports configuration that cannot work, with the flag to change.

@@ -33,8 +33,8 @@ func TestClusterLifecycle(t *testing.T) {
 	// Defaults of internal and public fields are stored, so adapters see the effective spec.
 	hc := c.Spec.HostedCluster
 	require.NotNil(t, hc.Platform)
-	require.Equal(t, api.HostedClusterSpecPlatformType("None"), *hc.Platform.Type)
-	require.Equal(t, api.HostedClusterSpecControllerAvailabilityPolicy("HighlyAvailable"), *hc.ControllerAvailabilityPolicy)
+	require.Equal(t, api.ClusterSpecHostedClusterPlatformType("None"), *hc.Platform.Type)
+	require.Equal(t, api.ClusterSpecHostedClusterControllerAvailabilityPolicy("HighlyAvailable"), *hc.ControllerAvailabilityPolicy)
 	require.Len(t, *hc.Services, 4)
 
 	got, err := s.GetClusterWithResponse(ctx, c.Id)

@@ -77,6 +77,12 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 		strings.NewReader(`{"spec":{"hosted_cluster":{"platform":null}}}`), as("alice"))
 	require.NoError(t, err)
 	problem(t, patch.HTTPResponse, patch.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
+	// Nulling the parent object would reset the internal fields to their defaults: also refused.
+	patch, err = c.PatchClusterWithBodyWithResponse(ctx, cluster.Id, nil, "application/merge-patch+json",
+		strings.NewReader(`{"spec":{"hosted_cluster":null}}`), as("alice"))
+	require.NoError(t, err)
+	p = problem(t, patch.HTTPResponse, patch.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
+	require.Contains(t, *p.Detail, "hosted_cluster.platform")
 	patch, err = c.PatchClusterWithBodyWithResponse(ctx, cluster.Id, nil, "application/merge-patch+json",
 		strings.NewReader(`{"spec":{"hosted_cluster":{"fips":true}}}`), as("alice"))
 	require.NoError(t, err)

@@ -1,0 +1,124 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// ApplyDefaults sets, in place, every absent property of value that has a schema default to a copy of that
+// default, at every depth the value reaches: in nested objects, in array items, and in defaults just filled in
+// (which get their own properties' defaults), internal properties included. A property whose value is null counts
+// as absent, as in kin-openapi, matching JSON merge patch, where null removes a key. No default is created for an
+// object the schema gives none, so the defaults inside such an object appear only once the value holds it.
+//
+// Violations of the schema are Validate's to report and do not stop ApplyDefaults, which fills defaults wherever
+// the value's shape lets it. It returns an error, having possibly set some defaults, only if value is nil or
+// cannot be validated at all (a number that is not finite, say).
+func (s *Spec) ApplyDefaults(value map[string]any) error {
+	if value == nil {
+		return fmt.Errorf("schema %s: applying defaults to a nil map", s.name)
+	}
+	err := s.schema.VisitJSON(value,
+		openapi3.MultiErrors(),
+		openapi3.VisitAsRequest(),
+		// Defaults are only set when this callback is given; there is nothing else to do on that.
+		openapi3.DefaultsSet(func() {}),
+		openapi3.DisableSchemaErrorDetails(),
+	)
+	for _, e := range flatten(err, nil) {
+		var se *openapi3.SchemaError
+		if !errors.As(e, &se) {
+			return fmt.Errorf("schema %s: applying defaults: %w", s.name, e)
+		}
+	}
+	return nil
+}
+
+// InternalFields returns the paths, in Violation.Field form and sorted by key at each level, of the properties
+// present in value that the schema marks InternalExtension: true. A key counts as present whatever its value,
+// null included, so that a JSON merge patch removing an internal field is caught too. It does not look inside an
+// internal field, nor inside a value whose shape the schema does not expect; it does look through the objects and
+// arrays that are not internal.
+//
+// A merge patch can still remove internal fields by nulling an object that holds them, which InternalFields does
+// not report: the field it names is not internal.
+func (s *Spec) InternalFields(value map[string]any) []string {
+	var paths []string
+	collectInternal(s.schema, value, nil, &paths)
+	return paths
+}
+
+func collectInternal(schema *openapi3.Schema, value any, path fieldPathSegments, out *[]string) {
+	switch v := value.(type) {
+	case map[string]any:
+		for _, key := range slices.Sorted(maps.Keys(v)) {
+			keyPath := append(slices.Clip(path), segment{key: key})
+			child, internal := propertySchema(schema, key, nil)
+			if internal {
+				*out = append(*out, keyPath.String())
+				continue
+			}
+			if child != nil {
+				collectInternal(child, v[key], keyPath, out)
+			}
+		}
+	case []any:
+		if schema.Items == nil || schema.Items.Value == nil {
+			return
+		}
+		for i, item := range v {
+			collectInternal(schema.Items.Value, item, append(slices.Clip(path), segment{index: i, isIndex: true}), out)
+		}
+	}
+}
+
+// propertySchema returns the schema that applies to the property name of an object schema and whether any of the
+// schema's definitions of name is internal. It looks into allOf, anyOf and oneOf too, since the public document
+// drops an internal property wherever it is defined, and falls back on additionalProperties.
+func propertySchema(schema *openapi3.Schema, name string, seen []*openapi3.Schema) (*openapi3.Schema, bool) {
+	if schema == nil || slices.Contains(seen, schema) {
+		return nil, false
+	}
+	seen = append(seen, schema)
+	var found *openapi3.Schema
+	if ref := schema.Properties[name]; ref != nil {
+		if isInternal(ref) {
+			return nil, true
+		}
+		found = ref.Value
+	}
+	for _, sub := range slices.Concat(schema.AllOf, schema.AnyOf, schema.OneOf) {
+		if sub == nil {
+			continue
+		}
+		child, internal := propertySchema(sub.Value, name, seen)
+		if internal {
+			return nil, true
+		}
+		if found == nil {
+			found = child
+		}
+	}
+	if found == nil && schema.Properties[name] == nil {
+		if ap := schema.AdditionalProperties; ap.Schema != nil && (ap.Has == nil || *ap.Has) {
+			found = ap.Schema.Value
+		}
+	}
+	return found, false
+}
+
+// isInternal reports whether a property's schema carries the marker, itself or beside its $ref.
+func isInternal(ref *openapi3.SchemaRef) bool {
+	if v, ok := ref.Extensions[InternalExtension].(bool); ok && v {
+		return true
+	}
+	if ref.Value == nil {
+		return false
+	}
+	v, ok := ref.Value.Extensions[InternalExtension].(bool)
+	return ok && v
+}
