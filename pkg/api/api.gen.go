@@ -161,19 +161,40 @@ func (e ClusterSpecHostedClusterServicesType) Valid() bool {
 
 // Defines values for ConditionStatus.
 const (
-	False   ConditionStatus = "False"
-	True    ConditionStatus = "True"
-	Unknown ConditionStatus = "Unknown"
+	ConditionStatusFalse   ConditionStatus = "False"
+	ConditionStatusTrue    ConditionStatus = "True"
+	ConditionStatusUnknown ConditionStatus = "Unknown"
 )
 
 // Valid indicates whether the value is a known member of the ConditionStatus enum.
 func (e ConditionStatus) Valid() bool {
 	switch e {
-	case False:
+	case ConditionStatusFalse:
 		return true
-	case True:
+	case ConditionStatusTrue:
 		return true
-	case Unknown:
+	case ConditionStatusUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReportedConditionStatus.
+const (
+	ReportedConditionStatusFalse   ReportedConditionStatus = "False"
+	ReportedConditionStatusTrue    ReportedConditionStatus = "True"
+	ReportedConditionStatusUnknown ReportedConditionStatus = "Unknown"
+)
+
+// Valid indicates whether the value is a known member of the ReportedConditionStatus enum.
+func (e ReportedConditionStatus) Valid() bool {
+	switch e {
+	case ReportedConditionStatusFalse:
+		return true
+	case ReportedConditionStatusTrue:
+		return true
+	case ReportedConditionStatusUnknown:
 		return true
 	default:
 		return false
@@ -216,6 +237,42 @@ type APIInfo struct {
 
 	// Version Example: v1
 	Version string `json:"version"`
+}
+
+// AdapterStatus defines model for AdapterStatus.
+type AdapterStatus struct {
+	Adapter            string                 `json:"adapter"`
+	Conditions         []Condition            `json:"conditions"`
+	CreatedTime        time.Time              `json:"created_time"`
+	Data               map[string]interface{} `json:"data"`
+	LastReportTime     time.Time              `json:"last_report_time"`
+	Metadata           map[string]interface{} `json:"metadata"`
+	ObservedGeneration int64                  `json:"observed_generation"`
+	ObservedTime       time.Time              `json:"observed_time"`
+}
+
+// AdapterStatusList defines model for AdapterStatusList.
+type AdapterStatusList struct {
+	Items []AdapterStatus `json:"items"`
+
+	// Kind Example: AdapterStatusList
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int64  `json:"total"`
+}
+
+// AdapterStatusReport One adapter's report. `conditions` must include `Available`; types are unique. `observed_time` must lie
+// within 30 minutes before and 5 minutes after the server's clock. `data` (free JSON, at most 64 KiB) and
+// `metadata` (at most 16 KiB) are stored as given.
+type AdapterStatusReport struct {
+	// Adapter Example: version-resolver
+	Adapter            string                  `json:"adapter"`
+	Conditions         []ReportedCondition     `json:"conditions"`
+	Data               *map[string]interface{} `json:"data,omitempty"`
+	Metadata           *map[string]interface{} `json:"metadata,omitempty"`
+	ObservedGeneration int64                   `json:"observed_generation"`
+	ObservedTime       time.Time               `json:"observed_time"`
 }
 
 // Cluster defines model for Cluster.
@@ -434,6 +491,19 @@ type Problem struct {
 	Type      string        `json:"type"`
 }
 
+// ReportedCondition defines model for ReportedCondition.
+type ReportedCondition struct {
+	Message *string                 `json:"message,omitempty"`
+	Reason  *string                 `json:"reason,omitempty"`
+	Status  ReportedConditionStatus `json:"status"`
+
+	// Type Example: Available
+	Type string `json:"type"`
+}
+
+// ReportedConditionStatus defines model for ReportedCondition.Status.
+type ReportedConditionStatus string
+
 // ResourceMeta defines model for ResourceMeta.
 type ResourceMeta struct {
 	CreatedBy   string             `json:"created_by"`
@@ -489,6 +559,12 @@ type Order = string
 // Page defines model for page.
 type Page = int
 
+// PendingFor defines model for pending_for.
+type PendingFor = string
+
+// ResyncAfter Example: 5m
+type ResyncAfter = string
+
 // Search defines model for search.
 type Search = string
 
@@ -509,6 +585,9 @@ type NotFound = Problem
 
 // PreconditionFailed RFC 9457 problem details.
 type PreconditionFailed = Problem
+
+// StoredStatus defines model for StoredStatus.
+type StoredStatus = AdapterStatus
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -538,6 +617,14 @@ type ListClustersParams struct {
 
 	// IncludeDeleted Also return resources that are being deleted.
 	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
 }
 
 // PatchClusterParams defines parameters for PatchCluster.
@@ -568,6 +655,14 @@ type ListClusterNodePoolsParams struct {
 
 	// IncludeDeleted Also return resources that are being deleted.
 	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
 }
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
@@ -598,6 +693,14 @@ type ListNodePoolsParams struct {
 
 	// IncludeDeleted Also return resources that are being deleted.
 	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
 }
 
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
@@ -617,6 +720,18 @@ type PatchNodePoolJSONRequestBody = ResourcePatch
 
 // PatchNodePoolApplicationMergePatchPlusJSONRequestBody defines body for PatchNodePool for application/merge-patch+json ContentType.
 type PatchNodePoolApplicationMergePatchPlusJSONRequestBody = ResourcePatch
+
+// PostNodePoolStatusJSONRequestBody defines body for PostNodePoolStatus for application/json ContentType.
+type PostNodePoolStatusJSONRequestBody = AdapterStatusReport
+
+// PutNodePoolStatusJSONRequestBody defines body for PutNodePoolStatus for application/json ContentType.
+type PutNodePoolStatusJSONRequestBody = AdapterStatusReport
+
+// PostClusterStatusJSONRequestBody defines body for PostClusterStatus for application/json ContentType.
+type PostClusterStatusJSONRequestBody = AdapterStatusReport
+
+// PutClusterStatusJSONRequestBody defines body for PutClusterStatus for application/json ContentType.
+type PutClusterStatusJSONRequestBody = AdapterStatusReport
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -749,6 +864,13 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/hyperfleet/v1/clusters/{cluster_id} (the `PatchCluster` operationId).
 	PatchClusterWithApplicationMergePatchPlusJSONBody(ctx context.Context, clusterId ClusterId, params *PatchClusterParams, body PatchClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ForceDeleteCluster Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
+	ForceDeleteCluster(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClusterNodePools List the node pools of a cluster
 	//
 	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -798,6 +920,99 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id} (the `PatchNodePool` operationId).
 	PatchNodePoolWithApplicationMergePatchPlusJSONBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *PatchNodePoolParams, body PatchNodePoolApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForceDeleteNodePool Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
+	ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNodePoolStatuses List the adapters' latest reports
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `ListNodePoolStatuses` operationId).
+	ListNodePoolStatuses(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodePoolStatusWithBody Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+	PostNodePoolStatusWithBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostNodePoolStatus Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+	PostNodePoolStatus(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PostNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutNodePoolStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+	PutNodePoolStatusWithBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutNodePoolStatus Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+	PutNodePoolStatus(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PutNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListClusterStatuses List the adapters' latest reports
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `ListClusterStatuses` operationId).
+	ListClusterStatuses(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostClusterStatusWithBody Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+	PostClusterStatusWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostClusterStatus Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+	PostClusterStatus(ctx context.Context, clusterId ClusterId, body PostClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutClusterStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+	PutClusterStatusWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutClusterStatus Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+	PutClusterStatus(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodePools List node pools of every cluster
 	//
@@ -952,6 +1167,23 @@ func (c *Client) PatchClusterWithApplicationMergePatchPlusJSONBody(ctx context.C
 	return c.Client.Do(req)
 }
 
+// ForceDeleteCluster Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
+func (c *Client) ForceDeleteCluster(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForceDeleteClusterRequest(c.Server, clusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListClusterNodePools List the node pools of a cluster
 //
 // Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -1072,6 +1304,209 @@ func (c *Client) PatchNodePool(ctx context.Context, clusterId ClusterId, nodepoo
 // Corresponds with PATCH /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id} (the `PatchNodePool` operationId).
 func (c *Client) PatchNodePoolWithApplicationMergePatchPlusJSONBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *PatchNodePoolParams, body PatchNodePoolApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPatchNodePoolRequestWithApplicationMergePatchPlusJSONBody(c.Server, clusterId, nodepoolId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForceDeleteNodePool Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
+func (c *Client) ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForceDeleteNodePoolRequest(c.Server, clusterId, nodepoolId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNodePoolStatuses List the adapters' latest reports
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `ListNodePoolStatuses` operationId).
+func (c *Client) ListNodePoolStatuses(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNodePoolStatusesRequest(c.Server, clusterId, nodepoolId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodePoolStatusWithBody Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+func (c *Client) PostNodePoolStatusWithBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodePoolStatusRequestWithBody(c.Server, clusterId, nodepoolId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostNodePoolStatus Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+func (c *Client) PostNodePoolStatus(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PostNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostNodePoolStatusRequest(c.Server, clusterId, nodepoolId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutNodePoolStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+func (c *Client) PutNodePoolStatusWithBody(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutNodePoolStatusRequestWithBody(c.Server, clusterId, nodepoolId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutNodePoolStatus Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+func (c *Client) PutNodePoolStatus(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PutNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutNodePoolStatusRequest(c.Server, clusterId, nodepoolId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListClusterStatuses List the adapters' latest reports
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `ListClusterStatuses` operationId).
+func (c *Client) ListClusterStatuses(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClusterStatusesRequest(c.Server, clusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostClusterStatusWithBody Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+func (c *Client) PostClusterStatusWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostClusterStatusRequestWithBody(c.Server, clusterId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostClusterStatus Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+func (c *Client) PostClusterStatus(ctx context.Context, clusterId ClusterId, body PostClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostClusterStatusRequest(c.Server, clusterId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutClusterStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+func (c *Client) PutClusterStatusWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutClusterStatusRequestWithBody(c.Server, clusterId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutClusterStatus Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+func (c *Client) PutClusterStatus(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutClusterStatusRequest(c.Server, clusterId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1215,6 +1650,30 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 		if params.IncludeDeleted != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1419,6 +1878,40 @@ func NewPatchClusterRequestWithBody(server string, clusterId ClusterId, params *
 	return req, nil
 }
 
+// NewForceDeleteClusterRequest constructs an http.Request for the ForceDeleteCluster method
+func NewForceDeleteClusterRequest(server string, clusterId ClusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/force-delete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListClusterNodePoolsRequest constructs an http.Request for the ListClusterNodePools method
 func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *ListClusterNodePoolsParams) (*http.Request, error) {
 	var err error
@@ -1517,6 +2010,30 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 		if params.IncludeDeleted != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1749,6 +2266,324 @@ func NewPatchNodePoolRequestWithBody(server string, clusterId ClusterId, nodepoo
 	return req, nil
 }
 
+// NewForceDeleteNodePoolRequest constructs an http.Request for the ForceDeleteNodePool method
+func NewForceDeleteNodePoolRequest(server string, clusterId ClusterId, nodepoolId NodepoolId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/force-delete", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNodePoolStatusesRequest constructs an http.Request for the ListNodePoolStatuses method
+func NewListNodePoolStatusesRequest(server string, clusterId ClusterId, nodepoolId NodepoolId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/statuses", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostNodePoolStatusRequest calls the generic PostNodePoolStatus builder with application/json body
+func NewPostNodePoolStatusRequest(server string, clusterId ClusterId, nodepoolId NodepoolId, body PostNodePoolStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostNodePoolStatusRequestWithBody(server, clusterId, nodepoolId, "application/json", bodyReader)
+}
+
+// NewPostNodePoolStatusRequestWithBody constructs an http.Request for the PostNodePoolStatus method, with any body, and a specified content type
+func NewPostNodePoolStatusRequestWithBody(server string, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/statuses", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutNodePoolStatusRequest calls the generic PutNodePoolStatus builder with application/json body
+func NewPutNodePoolStatusRequest(server string, clusterId ClusterId, nodepoolId NodepoolId, body PutNodePoolStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutNodePoolStatusRequestWithBody(server, clusterId, nodepoolId, "application/json", bodyReader)
+}
+
+// NewPutNodePoolStatusRequestWithBody constructs an http.Request for the PutNodePoolStatus method, with any body, and a specified content type
+func NewPutNodePoolStatusRequestWithBody(server string, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/statuses", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListClusterStatusesRequest constructs an http.Request for the ListClusterStatuses method
+func NewListClusterStatusesRequest(server string, clusterId ClusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostClusterStatusRequest calls the generic PostClusterStatus builder with application/json body
+func NewPostClusterStatusRequest(server string, clusterId ClusterId, body PostClusterStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostClusterStatusRequestWithBody(server, clusterId, "application/json", bodyReader)
+}
+
+// NewPostClusterStatusRequestWithBody constructs an http.Request for the PostClusterStatus method, with any body, and a specified content type
+func NewPostClusterStatusRequestWithBody(server string, clusterId ClusterId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutClusterStatusRequest calls the generic PutClusterStatus builder with application/json body
+func NewPutClusterStatusRequest(server string, clusterId ClusterId, body PutClusterStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutClusterStatusRequestWithBody(server, clusterId, "application/json", bodyReader)
+}
+
+// NewPutClusterStatusRequestWithBody constructs an http.Request for the PutClusterStatus method, with any body, and a specified content type
+func NewPutClusterStatusRequestWithBody(server string, clusterId ClusterId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListNodePoolsRequest constructs an http.Request for the ListNodePools method
 func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.Request, error) {
 	var err error
@@ -1840,6 +2675,30 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 		if params.IncludeDeleted != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -1972,6 +2831,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/hyperfleet/v1/clusters/{cluster_id} (the `PatchCluster` operationId).
 	PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, clusterId ClusterId, params *PatchClusterParams, body PatchClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchClusterResponse, error)
 
+	// ForceDeleteClusterWithResponse Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
+	ForceDeleteClusterWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ForceDeleteClusterResponse, error)
+
 	// ListClusterNodePoolsWithResponse List the node pools of a cluster
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2027,6 +2895,105 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id} (the `PatchNodePool` operationId).
 	PatchNodePoolWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *PatchNodePoolParams, body PatchNodePoolApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchNodePoolResponse, error)
+
+	// ForceDeleteNodePoolWithResponse Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
+	ForceDeleteNodePoolWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ForceDeleteNodePoolResponse, error)
+
+	// ListNodePoolStatusesWithResponse List the adapters' latest reports
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `ListNodePoolStatuses` operationId).
+	ListNodePoolStatusesWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ListNodePoolStatusesResponse, error)
+
+	// PostNodePoolStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+	PostNodePoolStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodePoolStatusResponse, error)
+
+	// PostNodePoolStatusWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+	PostNodePoolStatusWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PostNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodePoolStatusResponse, error)
+
+	// PutNodePoolStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+	PutNodePoolStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutNodePoolStatusResponse, error)
+
+	// PutNodePoolStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+	PutNodePoolStatusWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PutNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutNodePoolStatusResponse, error)
+
+	// ListClusterStatusesWithResponse List the adapters' latest reports
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `ListClusterStatuses` operationId).
+	ListClusterStatusesWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ListClusterStatusesResponse, error)
+
+	// PostClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+	PostClusterStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostClusterStatusResponse, error)
+
+	// PostClusterStatusWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+	PostClusterStatusWithResponse(ctx context.Context, clusterId ClusterId, body PostClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostClusterStatusResponse, error)
+
+	// PutClusterStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+	PutClusterStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutClusterStatusResponse, error)
+
+	// PutClusterStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+	PutClusterStatusWithResponse(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutClusterStatusResponse, error)
 
 	// ListNodePoolsWithResponse List node pools of every cluster
 	//
@@ -2423,6 +3390,54 @@ func (r PatchClusterResponse) ContentType() string {
 	return ""
 }
 
+type ForceDeleteClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForceDeleteClusterResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForceDeleteClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForceDeleteClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForceDeleteClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForceDeleteClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForceDeleteClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListClusterNodePoolsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2783,6 +3798,496 @@ func (r PatchNodePoolResponse) ContentType() string {
 	return ""
 }
 
+type ForceDeleteNodePoolResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForceDeleteNodePoolResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForceDeleteNodePoolResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForceDeleteNodePoolResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForceDeleteNodePoolResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForceDeleteNodePoolResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForceDeleteNodePoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListNodePoolStatusesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdapterStatusList
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNodePoolStatusesResponse) GetJSON200() *AdapterStatusList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListNodePoolStatusesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNodePoolStatusesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNodePoolStatusesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNodePoolStatusesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNodePoolStatusesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNodePoolStatusesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostNodePoolStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostNodePoolStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostNodePoolStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostNodePoolStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostNodePoolStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostNodePoolStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostNodePoolStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PostNodePoolStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PostNodePoolStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostNodePoolStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostNodePoolStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostNodePoolStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutNodePoolStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutNodePoolStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutNodePoolStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutNodePoolStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutNodePoolStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutNodePoolStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutNodePoolStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutNodePoolStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutNodePoolStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutNodePoolStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutNodePoolStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutNodePoolStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListClusterStatusesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdapterStatusList
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListClusterStatusesResponse) GetJSON200() *AdapterStatusList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListClusterStatusesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListClusterStatusesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListClusterStatusesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListClusterStatusesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListClusterStatusesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListClusterStatusesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostClusterStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostClusterStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostClusterStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostClusterStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostClusterStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostClusterStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostClusterStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PostClusterStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PostClusterStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostClusterStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostClusterStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostClusterStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutClusterStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutClusterStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutClusterStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutClusterStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutClusterStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutClusterStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutClusterStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutClusterStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutClusterStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutClusterStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutClusterStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutClusterStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListNodePoolsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2957,6 +4462,21 @@ func (c *ClientWithResponses) PatchClusterWithApplicationMergePatchPlusJSONBodyW
 	return ParsePatchClusterResponse(rsp)
 }
 
+// ForceDeleteClusterWithResponse Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
+func (c *ClientWithResponses) ForceDeleteClusterWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ForceDeleteClusterResponse, error) {
+	rsp, err := c.ForceDeleteCluster(ctx, clusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForceDeleteClusterResponse(rsp)
+}
+
 // ListClusterNodePoolsWithResponse List the node pools of a cluster
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3059,6 +4579,171 @@ func (c *ClientWithResponses) PatchNodePoolWithApplicationMergePatchPlusJSONBody
 		return nil, err
 	}
 	return ParsePatchNodePoolResponse(rsp)
+}
+
+// ForceDeleteNodePoolWithResponse Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
+func (c *ClientWithResponses) ForceDeleteNodePoolWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ForceDeleteNodePoolResponse, error) {
+	rsp, err := c.ForceDeleteNodePool(ctx, clusterId, nodepoolId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForceDeleteNodePoolResponse(rsp)
+}
+
+// ListNodePoolStatusesWithResponse List the adapters' latest reports
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `ListNodePoolStatuses` operationId).
+func (c *ClientWithResponses) ListNodePoolStatusesWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ListNodePoolStatusesResponse, error) {
+	rsp, err := c.ListNodePoolStatuses(ctx, clusterId, nodepoolId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNodePoolStatusesResponse(rsp)
+}
+
+// PostNodePoolStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+func (c *ClientWithResponses) PostNodePoolStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostNodePoolStatusResponse, error) {
+	rsp, err := c.PostNodePoolStatusWithBody(ctx, clusterId, nodepoolId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodePoolStatusResponse(rsp)
+}
+
+// PostNodePoolStatusWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PostNodePoolStatus` operationId).
+func (c *ClientWithResponses) PostNodePoolStatusWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PostNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostNodePoolStatusResponse, error) {
+	rsp, err := c.PostNodePoolStatus(ctx, clusterId, nodepoolId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostNodePoolStatusResponse(rsp)
+}
+
+// PutNodePoolStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+func (c *ClientWithResponses) PutNodePoolStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutNodePoolStatusResponse, error) {
+	rsp, err := c.PutNodePoolStatusWithBody(ctx, clusterId, nodepoolId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutNodePoolStatusResponse(rsp)
+}
+
+// PutNodePoolStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/statuses (the `PutNodePoolStatus` operationId).
+func (c *ClientWithResponses) PutNodePoolStatusWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, body PutNodePoolStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutNodePoolStatusResponse, error) {
+	rsp, err := c.PutNodePoolStatus(ctx, clusterId, nodepoolId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutNodePoolStatusResponse(rsp)
+}
+
+// ListClusterStatusesWithResponse List the adapters' latest reports
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `ListClusterStatuses` operationId).
+func (c *ClientWithResponses) ListClusterStatusesWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ListClusterStatusesResponse, error) {
+	rsp, err := c.ListClusterStatuses(ctx, clusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListClusterStatusesResponse(rsp)
+}
+
+// PostClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+func (c *ClientWithResponses) PostClusterStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostClusterStatusResponse, error) {
+	rsp, err := c.PostClusterStatusWithBody(ctx, clusterId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostClusterStatusResponse(rsp)
+}
+
+// PostClusterStatusWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PostClusterStatus` operationId).
+func (c *ClientWithResponses) PostClusterStatusWithResponse(ctx context.Context, clusterId ClusterId, body PostClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostClusterStatusResponse, error) {
+	rsp, err := c.PostClusterStatus(ctx, clusterId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostClusterStatusResponse(rsp)
+}
+
+// PutClusterStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+func (c *ClientWithResponses) PutClusterStatusWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutClusterStatusResponse, error) {
+	rsp, err := c.PutClusterStatusWithBody(ctx, clusterId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutClusterStatusResponse(rsp)
+}
+
+// PutClusterStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
+func (c *ClientWithResponses) PutClusterStatusWithResponse(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutClusterStatusResponse, error) {
+	rsp, err := c.PutClusterStatus(ctx, clusterId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutClusterStatusResponse(rsp)
 }
 
 // ListNodePoolsWithResponse List node pools of every cluster
@@ -3395,6 +5080,42 @@ func ParsePatchClusterResponse(rsp *http.Response) (*PatchClusterResponse, error
 	return response, nil
 }
 
+// ParseForceDeleteClusterResponse parses an HTTP response from a ForceDeleteClusterWithResponse call
+func ParseForceDeleteClusterResponse(rsp *http.Response) (*ForceDeleteClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForceDeleteClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListClusterNodePoolsResponse parses an HTTP response from a ListClusterNodePoolsWithResponse call
 func ParseListClusterNodePoolsResponse(rsp *http.Response) (*ListClusterNodePoolsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3699,6 +5420,394 @@ func ParsePatchNodePoolResponse(rsp *http.Response) (*PatchNodePoolResponse, err
 			headers.ETag = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForceDeleteNodePoolResponse parses an HTTP response from a ForceDeleteNodePoolWithResponse call
+func ParseForceDeleteNodePoolResponse(rsp *http.Response) (*ForceDeleteNodePoolResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForceDeleteNodePoolResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListNodePoolStatusesResponse parses an HTTP response from a ListNodePoolStatusesWithResponse call
+func ParseListNodePoolStatusesResponse(rsp *http.Response) (*ListNodePoolStatusesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNodePoolStatusesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdapterStatusList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostNodePoolStatusResponse parses an HTTP response from a PostNodePoolStatusWithResponse call
+func ParsePostNodePoolStatusResponse(rsp *http.Response) (*PostNodePoolStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostNodePoolStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutNodePoolStatusResponse parses an HTTP response from a PutNodePoolStatusWithResponse call
+func ParsePutNodePoolStatusResponse(rsp *http.Response) (*PutNodePoolStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutNodePoolStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListClusterStatusesResponse parses an HTTP response from a ListClusterStatusesWithResponse call
+func ParseListClusterStatusesResponse(rsp *http.Response) (*ListClusterStatusesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListClusterStatusesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdapterStatusList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostClusterStatusResponse parses an HTTP response from a PostClusterStatusWithResponse call
+func ParsePostClusterStatusResponse(rsp *http.Response) (*PostClusterStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostClusterStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutClusterStatusResponse parses an HTTP response from a PutClusterStatusWithResponse call
+func ParsePutClusterStatusResponse(rsp *http.Response) (*PutClusterStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutClusterStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil

@@ -191,6 +191,14 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 			opts.Order = append(opts.Order, o)
 		}
 	}
+	opts.PendingFor = q.Get("pending_for")
+	if v := q.Get("resync_after"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return opts, nil, badParam("resync_after", "must be a positive duration such as 5m or 30s")
+		}
+		opts.ResyncAfter = d
+	}
 	var fields map[string]bool
 	if v := strings.TrimSpace(q.Get("fields")); v != "" {
 		fields = map[string]bool{"id": true, "kind": true, "href": true}

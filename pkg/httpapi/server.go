@@ -26,6 +26,9 @@ type Service interface {
 	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.ResourcePage, error)
 	Update(ctx context.Context, d *resource.Descriptor, parentID, id string, p resource.Patch, ifMatch *int64) (*resource.Resource, error)
 	Delete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep resource.StatusReport) (*resource.AdapterStatus, bool, error)
+	ListStatuses(ctx context.Context, d *resource.Descriptor, parentID, id string) ([]resource.AdapterStatus, error)
 }
 
 // Config tunes the HTTP edge.
@@ -90,6 +93,9 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		api.HandleFunc(item, k.get).Methods(http.MethodGet)
 		api.HandleFunc(item, k.patch).Methods(http.MethodPatch)
 		api.HandleFunc(item, k.remove).Methods(http.MethodDelete)
+		api.HandleFunc(item+"/statuses", k.listStatuses).Methods(http.MethodGet)
+		api.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
+		api.HandleFunc(item+"/force-delete", k.forceDelete).Methods(http.MethodPost)
 	}
 	r.Use(s.observe, s.authenticate, s.limitBody)
 	s.handler = r

@@ -20,9 +20,39 @@ const migrationsTable = "schema_migrations"
 func migrations() []*gormigrate.Migration {
 	return []*gormigrate.Migration{
 		{
-			ID: "202611300001_clusters_nodepools",
+			ID: "202611300002_clusters_nodepools",
 			Migrate: func(tx *gorm.DB) error {
 				return execAll(tx, append(resourceTableDDL("clusters", ""), resourceTableDDL("nodepools", "clusters")...))
+			},
+		},
+		{
+			ID: "202611300003_adapter_statuses",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, []string{
+					`CREATE TABLE adapter_statuses (
+						resource_id uuid NOT NULL,
+						kind text NOT NULL,
+						adapter text NOT NULL,
+						observed_generation bigint NOT NULL DEFAULT 0,
+						observed_time timestamptz,
+						conditions jsonb NOT NULL DEFAULT '[]',
+						data jsonb NOT NULL DEFAULT '{}',
+						metadata jsonb NOT NULL DEFAULT '{}',
+						created_time timestamptz NOT NULL,
+						last_report_time timestamptz,
+						resource_generation bigint NOT NULL,
+						resource_deleting boolean NOT NULL DEFAULT false,
+						finalized_generation bigint NOT NULL DEFAULT 0,
+						pending boolean GENERATED ALWAYS AS (observed_generation < resource_generation
+							OR (resource_deleting AND finalized_generation < resource_generation)) STORED,
+						PRIMARY KEY (resource_id, adapter)
+					)`,
+					// An idle adapter's poll reads only this small index: the fleet's settled rows are not in it.
+					`CREATE INDEX adapter_statuses_pending ON adapter_statuses (kind, adapter, resource_id) WHERE pending`,
+					`CREATE INDEX adapter_statuses_report_time ON adapter_statuses (kind, adapter, last_report_time)`,
+					`ALTER TABLE clusters ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`,
+					`ALTER TABLE nodepools ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`,
+				})
 			},
 		},
 	}
@@ -61,10 +91,13 @@ func resourceTableDDL(table, parentTable string) []string {
 		)`, table, parentCol),
 		// Names are unique among live rows only, enforced by the index so concurrent creates cannot both win.
 		fmt.Sprintf(`CREATE UNIQUE INDEX %[1]s_live_name ON %[1]s (%[2]s) WHERE deleted_time IS NULL`, table, uniqueCols),
+		// Lists show live rows unless include_deleted: partial indexes match those queries whatever the planner's
+		// statistics say, and each ends in id, the tie-breaker of every order.
+		fmt.Sprintf(`CREATE INDEX %[1]s_live_created ON %[1]s (created_time, id) WHERE deleted_time IS NULL`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_live_updated ON %[1]s (updated_time, id) WHERE deleted_time IS NULL`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_live_name_order ON %[1]s (name, id) WHERE deleted_time IS NULL`, table),
+		fmt.Sprintf(`CREATE INDEX %[1]s_live_generation ON %[1]s (generation, id) WHERE deleted_time IS NULL`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_created ON %[1]s (created_time, id)`, table),
-		fmt.Sprintf(`CREATE INDEX %[1]s_updated ON %[1]s (updated_time, id)`, table),
-		fmt.Sprintf(`CREATE INDEX %[1]s_name ON %[1]s (name, id)`, table),
-		fmt.Sprintf(`CREATE INDEX %[1]s_generation ON %[1]s (generation, id)`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_phase ON %[1]s (phase)`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_deleting ON %[1]s (deleted_time) WHERE deleted_time IS NOT NULL`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_labels ON %[1]s USING gin (labels jsonb_path_ops)`, table),
@@ -72,6 +105,7 @@ func resourceTableDDL(table, parentTable string) []string {
 		fmt.Sprintf(`CREATE INDEX %[1]s_conditions ON %[1]s USING gin (conditions jsonb_path_ops)`, table),
 	}
 	if parentTable != "" {
+		// Serves nested lists and the ON DELETE CASCADE of a removed parent.
 		stmts = append(stmts, fmt.Sprintf(`CREATE INDEX %[1]s_parent ON %[1]s (parent_id, created_time, id)`, table))
 	}
 	return stmts

@@ -11,6 +11,8 @@ const (
 	sqlstateUniqueViolation     = "23505"
 	sqlstateForeignKeyViolation = "23503"
 	sqlstateUndefinedTable      = "42P01"
+	sqlstateDeadlock            = "40P01"
+	sqlstateSerialization       = "40001"
 )
 
 func sqlstate(err error) string {

@@ -37,20 +37,22 @@ func NewStore(db *gorm.DB, kinds []*resource.Descriptor) *Store {
 
 // row is a resource as stored; it never leaves this package.
 type row struct {
-	ID          string
-	ParentID    *string
-	Name        string
-	Labels      []byte
-	Spec        []byte
-	Generation  int64
-	Phase       string
-	Conditions  []byte
-	CreatedTime time.Time
-	UpdatedTime time.Time
-	CreatedBy   string
-	UpdatedBy   string
-	DeletedTime *time.Time
-	DeletedBy   *string
+	ID         string
+	ParentID   *string
+	Name       string
+	Labels     []byte
+	Spec       []byte
+	Generation int64
+	Phase      string
+	Conditions []byte
+	// AggregatedFor fingerprints the required adapters the status was aggregated for.
+	AggregatedFor string
+	CreatedTime   time.Time
+	UpdatedTime   time.Time
+	CreatedBy     string
+	UpdatedBy     string
+	DeletedTime   *time.Time
+	DeletedBy     *string
 }
 
 const rootColumns = "id, name, labels, spec, generation, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"
@@ -62,7 +64,7 @@ func columns(d *resource.Descriptor) string {
 	return "parent_id, " + rootColumns
 }
 
-func toRow(r *resource.Resource) (*row, error) {
+func toRow(d *resource.Descriptor, r *resource.Resource) (*row, error) {
 	labels, err := json.Marshal(r.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("encode labels: %w", err)
@@ -74,7 +76,7 @@ func toRow(r *resource.Resource) (*row, error) {
 	out := &row{
 		ID: r.ID, Name: r.Name, Labels: labels, Spec: r.Spec, Generation: r.Generation, Phase: string(r.Status.Phase),
 		Conditions: conditions, CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy,
-		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime,
+		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime, AggregatedFor: fingerprint(d),
 	}
 	if r.ParentID != "" {
 		out.ParentID = &r.ParentID
@@ -112,7 +114,7 @@ func (w *row) toResource(d *resource.Descriptor) (*resource.Resource, error) {
 
 // Create implements resource.Store.
 func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource) (*resource.Resource, error) {
-	w, err := toRow(r)
+	w, err := toRow(d, r)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +144,7 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 			}
 			return fmt.Errorf("insert %s: %w", d.Kind, err)
 		}
-		return nil
+		return insertPlaceholders(tx, d, r)
 	})
 	if err != nil {
 		return nil, err
@@ -226,6 +228,9 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		if !opts.IncludeDeleted {
 			q = q.Where("deleted_time IS NULL")
 		}
+		if opts.PendingFor != "" {
+			q = pendingFor(q, d, opts.PendingFor, opts.ResyncAfter)
+		}
 		if strings.TrimSpace(opts.Search) != "" {
 			cond, args, err := CompileSearch(opts.Search, d.Parent != nil)
 			if err != nil {
@@ -261,90 +266,4 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		return nil, fmt.Errorf("count %s: %w", d.Kind, err)
 	}
 	return page, nil
-}
-
-// Update implements resource.Store.
-func (s *Store) Update(ctx context.Context, d *resource.Descriptor, parentID, id string, mutate func(*resource.Resource) (bool, error)) (*resource.Resource, error) {
-	var out *resource.Resource
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		r, err := s.get(tx, d, parentID, id, true)
-		if err != nil {
-			return err
-		}
-		changed, err := mutate(r)
-		if err != nil {
-			return err
-		}
-		out = r
-		if !changed {
-			return nil
-		}
-		w, err := toRow(r)
-		if err != nil {
-			return err
-		}
-		err = tx.Table(d.Table).Where("id = ?", id).Updates(map[string]any{
-			"labels": w.Labels, "spec": w.Spec, "generation": w.Generation, "phase": w.Phase, "conditions": w.Conditions,
-			"updated_time": w.UpdatedTime, "updated_by": w.UpdatedBy,
-		}).Error
-		if err != nil {
-			return fmt.Errorf("update %s %s: %w", d.Kind, id, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// MarkDeleted implements resource.Store.
-func (s *Store) MarkDeleted(ctx context.Context, d *resource.Descriptor, parentID, id, by string, now time.Time) (*resource.Resource, error) {
-	var out *resource.Resource
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		r, err := s.get(tx, d, parentID, id, true)
-		if err != nil {
-			return err
-		}
-		out = r
-		if r.Deleting() {
-			return nil
-		}
-		if err := markDeleted(tx.Table(d.Table).Where("id = ?", id), by, now); err != nil {
-			return fmt.Errorf("delete %s %s: %w", d.Kind, id, err)
-		}
-		r.DeletedTime, r.DeletedBy, r.Generation = &now, by, r.Generation+1
-		r.UpdatedTime, r.UpdatedBy, r.Status.Phase = now, by, resource.PhaseDeleting
-		return s.cascadeDelete(tx, d, []string{id}, by, now)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func markDeleted(q *gorm.DB, by string, now time.Time) error {
-	return q.Updates(map[string]any{
-		"deleted_time": now, "deleted_by": by, "generation": gorm.Expr("generation + 1"),
-		"phase": string(resource.PhaseDeleting), "updated_time": now, "updated_by": by,
-	}).Error
-}
-
-// cascadeDelete marks the live descendants of the given parents, one UPDATE per kind and level.
-func (s *Store) cascadeDelete(tx *gorm.DB, d *resource.Descriptor, parentIDs []string, by string, now time.Time) error {
-	for _, child := range s.children[d] {
-		var ids []string
-		err := tx.Raw(`UPDATE `+child.Table+` SET deleted_time = ?, deleted_by = ?, generation = generation + 1,
-			phase = ?, updated_time = ?, updated_by = ? WHERE parent_id IN ? AND deleted_time IS NULL RETURNING id`,
-			now, by, string(resource.PhaseDeleting), now, by, parentIDs).Scan(&ids).Error
-		if err != nil {
-			return fmt.Errorf("cascade delete to %s: %w", child.Kind, err)
-		}
-		if len(ids) > 0 {
-			if err := s.cascadeDelete(tx, child, ids, by, now); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

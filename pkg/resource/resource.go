@@ -76,6 +76,11 @@ type ListOptions struct {
 	Search         string // TSL
 	Order          []OrderBy
 	IncludeDeleted bool
+	// PendingFor, when set, keeps only resources that adapter must look at: it has not reported on them yet,
+	// reported an older generation, has not finalized a deleting one, or (with ResyncAfter) last reported
+	// longer ago than ResyncAfter.
+	PendingFor  string
+	ResyncAfter time.Duration
 }
 
 // OrderBy is one sort key.

@@ -14,7 +14,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// Store persists resources. Every method is one transaction that has committed when it returns.
+// Store persists resources. Create, Get and List are single statements; everything that reads before it
+// writes runs in InTx.
 type Store interface {
 	// Create inserts r (ID, times and generation already set). It returns an *Error with CodeNotFound if the
 	// parent does not exist, CodeParentDeleting if it is being deleted, CodeNameTaken if a live sibling has the name.
@@ -23,22 +24,65 @@ type Store interface {
 	Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error)
 	// List returns one page and the total count of matches.
 	List(ctx context.Context, d *Descriptor, opts ListOptions) (*ResourcePage, error)
-	// Update locks the row, calls mutate and writes the result if mutate reports a change.
-	Update(ctx context.Context, d *Descriptor, parentID, id string, mutate func(r *Resource) (bool, error)) (*Resource, error)
-	// MarkDeleted sets deleted time and caller, bumps the generation of the resource and of every
-	// live descendant, and returns the resource. Marking a deleting resource again changes nothing.
-	MarkDeleted(ctx context.Context, d *Descriptor, parentID, id, by string, now time.Time) (*Resource, error)
+	// Statuses returns the reports stored for a resource, ordered by adapter.
+	Statuses(ctx context.Context, id string) ([]AdapterStatus, error)
+	// SyncRequired makes the store's per-adapter bookkeeping match d.RequiredAdapters (placeholders that let
+	// pending_for find resources an adapter has never reported on).
+	SyncRequired(ctx context.Context, d *Descriptor) error
+	// StaleAggregates returns up to limit ids, in id order after afterID, of resources of kind d whose aggregate
+	// was computed for another set of required adapters.
+	StaleAggregates(ctx context.Context, d *Descriptor, afterID string, limit int) ([]string, error)
+	// InTx runs fn in one transaction that commits before InTx returns; it retries fn on deadlock or
+	// serialization failure, so fn must not have effects outside tx.
+	InTx(ctx context.Context, fn func(tx Tx) error) error
+}
+
+// Tx is the work one transaction can do. Rows read with Lock stay locked until the transaction ends.
+type Tx interface {
+	// Lock returns the resource locked for update, or CodeNotFound.
+	Lock(d *Descriptor, parentID, id string) (*Resource, error)
+	// LockIDs returns the resources of kind d with the given ids that exist, locked for update.
+	LockIDs(d *Descriptor, ids []string) ([]*Resource, error)
+	// LockChildren returns the live children of kind d under parentID, locked for update.
+	LockChildren(d *Descriptor, parentID string) ([]*Resource, error)
+	// HasChildren reports whether any resource of a child kind of d has id as its parent.
+	HasChildren(d *Descriptor, id string) (bool, error)
+	// Save writes r's labels, spec, generation, status and update/delete stamps, and records that its status was
+	// aggregated for d's current required adapters.
+	Save(d *Descriptor, r *Resource) error
+	// Statuses returns the stored reports of the given resources by resource id, each ordered by adapter.
+	Statuses(ids []string) (map[string][]AdapterStatus, error)
+	// PutStatus inserts or replaces the report of st.Adapter about r.
+	PutStatus(d *Descriptor, r *Resource, st *AdapterStatus) error
+	// Remove deletes the resource, its descendants and all their reports.
+	Remove(d *Descriptor, id string) error
+}
+
+// Aggregator turns adapter reports into a resource's own status (package aggregate).
+type Aggregator interface {
+	// Aggregate returns r's aggregated status given its reports, and whether every required adapter of d has
+	// reported Finalized=True at r's generation.
+	Aggregate(d *Descriptor, r *Resource, reports []AdapterStatus, now time.Time) (status Status, finalized bool)
 }
 
 // Service applies the API's rules to any kind of resource.
 type Service struct {
-	store Store
-	now   func() time.Time
+	store    Store
+	agg      Aggregator
+	children map[*Descriptor][]*Descriptor
+	now      func() time.Time
 }
 
-// NewService returns a Service over store.
-func NewService(store Store) *Service {
-	return &Service{store: store, now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
+// NewService returns a Service over store for the given kinds.
+func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
+	children := map[*Descriptor][]*Descriptor{}
+	for _, k := range kinds {
+		if k.Parent != nil {
+			children[k.Parent] = append(children[k.Parent], k)
+		}
+	}
+	return &Service{store: store, agg: agg, children: children,
+		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 
 // CreateInput is what a client sends to create a resource.
@@ -97,18 +141,10 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 	}
 	r := &Resource{
 		ID: id.String(), Kind: d.Kind, Name: in.Name, ParentID: parentID, Labels: labels, Spec: raw,
-		Generation: 1, Status: InitialStatus(d), CreatedTime: now, UpdatedTime: now,
-		CreatedBy: caller.Name, UpdatedBy: caller.Name,
+		Generation: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
 	}
+	r.Status, _ = s.agg.Aggregate(d, r, nil, now)
 	return s.store.Create(ctx, d, r)
-}
-
-// InitialStatus is the status of a resource no adapter has reported on yet.
-func InitialStatus(d *Descriptor) Status {
-	if len(d.RequiredAdapters) == 0 {
-		return Status{Phase: PhaseReady, Conditions: []Condition{}}
-	}
-	return Status{Phase: PhasePending, Conditions: []Condition{}}
 }
 
 // Get returns one resource; parentID, when set, must be its parent.
@@ -123,6 +159,14 @@ func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (
 func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions) (*ResourcePage, error) {
 	if opts.ParentID != "" && !validID(opts.ParentID) {
 		return nil, notFound(d.Parent, opts.ParentID)
+	}
+	if opts.PendingFor != "" && (len(opts.PendingFor) > 63 || !dnsLabel.MatchString(opts.PendingFor)) {
+		return nil, &Error{Code: CodeBadListParam, Message: "pending_for must be an adapter name (a DNS label)",
+			Fields: []FieldError{{Field: "pending_for", Message: "must be a DNS label"}}}
+	}
+	if opts.ResyncAfter < 0 || (opts.ResyncAfter > 0 && opts.PendingFor == "") {
+		return nil, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
+			Fields: []FieldError{{Field: "resync_after", Message: "must be positive, with pending_for"}}}
 	}
 	page, err := s.store.List(ctx, d, opts)
 	if err != nil {
@@ -147,18 +191,24 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec and/or labels"}
 	}
 	caller := CallerFrom(ctx)
-	return s.store.Update(ctx, d, parentID, id, func(r *Resource) (bool, error) {
+	var out *Resource
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.Lock(d, parentID, id)
+		if err != nil {
+			return err
+		}
+		out = r
 		if ifMatch != nil && *ifMatch != r.Generation {
-			return false, Errorf(CodeGenerationMismatch, "the %s is at generation %d, not %d", d.Kind, r.Generation, *ifMatch)
+			return Errorf(CodeGenerationMismatch, "the %s is at generation %d, not %d", d.Kind, r.Generation, *ifMatch)
 		}
 		if r.Deleting() {
-			return false, Errorf(CodeDeleting, "the %s is being deleted and can no longer change", d.Kind)
+			return Errorf(CodeDeleting, "the %s is being deleted and can no longer change", d.Kind)
 		}
 		changed := false
 		if p.Labels != nil {
 			labels, err := patchLabels(r.Labels, p.Labels)
 			if err != nil {
-				return false, err
+				return err
 			}
 			if !reflect.DeepEqual(labels, r.Labels) {
 				r.Labels, changed = labels, true
@@ -167,37 +217,147 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		if p.Spec != nil {
 			spec, err := prepareSpec(d, caller, r.Spec, p.Spec)
 			if err != nil {
-				return false, err
+				return err
 			}
 			if problems := specProblems(d, spec); len(problems) > 0 {
-				return false, &Error{Code: CodeInvalid, Message: fmt.Sprintf("the patched %s is not valid", d.Kind), Fields: problems}
+				return &Error{Code: CodeInvalid, Message: fmt.Sprintf("the patched %s is not valid", d.Kind), Fields: problems}
 			}
 			var old map[string]any
 			if err := json.Unmarshal(r.Spec, &old); err != nil {
-				return false, fmt.Errorf("decode stored spec: %w", err)
+				return fmt.Errorf("decode stored spec: %w", err)
 			}
 			if !reflect.DeepEqual(old, spec) {
 				raw, err := json.Marshal(spec)
 				if err != nil {
-					return false, fmt.Errorf("encode spec: %w", err)
+					return fmt.Errorf("encode spec: %w", err)
 				}
 				r.Spec, changed = raw, true
 				r.Generation++
 			}
 		}
-		if changed {
-			r.UpdatedTime, r.UpdatedBy = s.now(), caller.Name
+		if !changed {
+			return nil
 		}
-		return changed, nil
+		r.UpdatedTime, r.UpdatedBy = s.now(), caller.Name
+		// A new generation makes every adapter's report out of date: the aggregate must say so at once.
+		if err := s.reaggregate(tx, d, []*Resource{r}); err != nil {
+			return err
+		}
+		return tx.Save(d, r)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// Delete marks a resource and its descendants as deleting.
+// Delete marks a resource and its descendants as deleting: each gets deleted time and caller and a new
+// generation, which tells adapters to clean up. A resource none of whose required adapters has anything to
+// finalize (a kind without required adapters) and that has no children left is removed at once.
 func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
 	if !validID(id) || (parentID != "" && !validID(parentID)) {
 		return nil, notFound(d, id)
 	}
-	return s.store.MarkDeleted(ctx, d, parentID, id, CallerFrom(ctx).Name, s.now())
+	by, now := CallerFrom(ctx).Name, s.now()
+	var out *Resource
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.Lock(d, parentID, id)
+		if err != nil {
+			return err
+		}
+		out = r
+		if r.Deleting() {
+			return nil
+		}
+		_, err = s.markDeleted(tx, d, r, by, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// markDeleted marks r and its live descendants, re-aggregates them, and removes those that are already
+// finalized and childless, deepest first. It reports whether r itself was removed.
+func (s *Service) markDeleted(tx Tx, d *Descriptor, r *Resource, by string, now time.Time) (bool, error) {
+	r.DeletedTime, r.DeletedBy, r.Generation = &now, by, r.Generation+1
+	r.UpdatedTime, r.UpdatedBy = now, by
+	for _, child := range s.children[d] {
+		kids, err := tx.LockChildren(child, r.ID)
+		if err != nil {
+			return false, err
+		}
+		for _, k := range kids {
+			if _, err := s.markDeleted(tx, child, k, by, now); err != nil {
+				return false, err
+			}
+		}
+	}
+	finalized, err := s.reaggregateOne(tx, d, r)
+	if err != nil {
+		return false, err
+	}
+	if err := tx.Save(d, r); err != nil {
+		return false, err
+	}
+	return s.removeIfDone(tx, d, r, finalized)
+}
+
+// removeIfDone removes a deleting resource once every required adapter has finalized it and no children
+// remain, and then gives its parent the same chance: the last node pool to go can complete its cluster's delete.
+func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool) (bool, error) {
+	if !r.Deleting() || !finalized {
+		return false, nil
+	}
+	if has, err := tx.HasChildren(d, r.ID); err != nil || has {
+		return false, err
+	}
+	if err := tx.Remove(d, r.ID); err != nil {
+		return false, err
+	}
+	if d.Parent == nil {
+		return true, nil
+	}
+	parent, err := tx.Lock(d.Parent, "", r.ParentID)
+	if err != nil {
+		return true, err
+	}
+	if !parent.Deleting() {
+		return true, nil
+	}
+	parentFinalized, err := s.reaggregateOne(tx, d.Parent, parent)
+	if err != nil {
+		return true, err
+	}
+	_, err = s.removeIfDone(tx, d.Parent, parent, parentFinalized)
+	return true, err
+}
+
+// reaggregate recomputes the status of resources of kind d from their stored reports (one query for all).
+func (s *Service) reaggregate(tx Tx, d *Descriptor, rs []*Resource) error {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	reports, err := tx.Statuses(ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		r.Status, _ = s.agg.Aggregate(d, r, reports[r.ID], s.now())
+	}
+	return nil
+}
+
+func (s *Service) reaggregateOne(tx Tx, d *Descriptor, r *Resource) (bool, error) {
+	reports, err := tx.Statuses([]string{r.ID})
+	if err != nil {
+		return false, err
+	}
+	var finalized bool
+	r.Status, finalized = s.agg.Aggregate(d, r, reports[r.ID], s.now())
+	return finalized, nil
 }
 
 // prepareSpec turns a create body's spec (old == nil) or a merge patch of old into the spec to validate:
@@ -369,3 +529,45 @@ func notFound(d *Descriptor, id string) error {
 
 // NotFound returns the CodeNotFound error for a resource of kind d.
 func NotFound(d *Descriptor, id string) error { return notFound(d, id) }
+
+// Reaggregate brings every resource of kind d whose aggregate was computed for another set of required adapters
+// up to date (and removes deleting ones that no longer wait for anyone), in batches. Run at start-up, it makes a
+// change of required adapters take effect for the whole fleet. It returns how many resources it recomputed.
+func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int) (int, error) {
+	if err := s.store.SyncRequired(ctx, d); err != nil {
+		return 0, err
+	}
+	done, after := 0, ""
+	for {
+		ids, err := s.store.StaleAggregates(ctx, d, after, batch)
+		if err != nil || len(ids) == 0 {
+			return done, err
+		}
+		after = ids[len(ids)-1]
+		err = s.store.InTx(ctx, func(tx Tx) error {
+			rs, err := tx.LockIDs(d, ids)
+			if err != nil {
+				return err
+			}
+			reports, err := tx.Statuses(ids)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				var finalized bool
+				r.Status, finalized = s.agg.Aggregate(d, r, reports[r.ID], s.now())
+				if err := tx.Save(d, r); err != nil {
+					return err
+				}
+				if _, err := s.removeIfDone(tx, d, r, finalized); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return done, err
+		}
+		done += len(ids)
+	}
+}

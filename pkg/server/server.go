@@ -20,6 +20,7 @@ import (
 	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
@@ -71,12 +72,25 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, fmt.Errorf("public openapi document: %w", err)
 	}
+	svc := resource.NewService(postgres.NewStore(s.db, set.All), aggregate.Aggregator{}, set.All)
+	// A change of required adapters since the last start must not leave aggregates computed for the old set.
+	for _, d := range set.All {
+		start := time.Now()
+		n, err := svc.Reaggregate(ctx, d, 500)
+		if err != nil {
+			return nil, fmt.Errorf("re-aggregate %s: %w", d.Kind, err)
+		}
+		if n > 0 {
+			log.Info("re-aggregated for the configured required adapters", "kind", d.Kind, "resources", n,
+				"required_adapters", d.RequiredAdapters, "took", time.Since(start).String())
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"))
 	apiHandler, err := httpapi.NewServer(httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
-	}, resource.NewService(postgres.NewStore(s.db, set.All)), set.All, log, reg)
+	}, svc, set.All, log, reg)
 	if err != nil {
 		return nil, err
 	}

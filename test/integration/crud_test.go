@@ -28,7 +28,7 @@ func TestClusterLifecycle(t *testing.T) {
 	require.Equal(t, "Cluster", c.Kind)
 	require.Equal(t, int64(1), c.Generation)
 	require.Equal(t, api.Labels{"env": "prod"}, c.Labels)
-	require.Equal(t, api.Ready, c.Status.Phase, "a kind with no required adapters is Ready")
+	require.Equal(t, api.Pending, c.Status.Phase, "no required adapter has reported")
 	require.Equal(t, "dev-admin", c.CreatedBy)
 	// Defaults of internal and public fields are stored, so adapters see the effective spec.
 	hc := c.Spec.HostedCluster
@@ -93,6 +93,28 @@ func TestClusterLifecycle(t *testing.T) {
 
 	// The name is free again once the holder is deleting.
 	createCluster(t, s, "prod-east", nil)
+}
+
+func TestKindsWithoutRequiredAdaptersAreReadyAndRemovedAtOnce(t *testing.T) {
+	s := startServerWith(t, nil)
+	ctx := ctxFor(t)
+	c := createCluster(t, s, "plain", nil)
+	require.Equal(t, api.Ready, c.Status.Phase)
+	require.Empty(t, c.Status.Conditions)
+	np := createNodePool(t, s, c, "pool", 1)
+
+	del, err := s.DeleteClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, del.StatusCode())
+	require.Equal(t, api.Deleting, del.JSON202.Status.Phase)
+	for _, resp := range []func() (int, error){
+		func() (int, error) { r, err := s.GetClusterWithResponse(ctx, c.Id); return r.StatusCode(), err },
+		func() (int, error) { r, err := s.GetNodePoolWithResponse(ctx, c.Id, np.Id); return r.StatusCode(), err },
+	} {
+		code, err := resp()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNotFound, code)
+	}
 }
 
 func TestNodePoolsLiveUnderTheirCluster(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
@@ -35,7 +36,7 @@ func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 			name := r.Header.Get("X-Test-Caller")
 			return resource.Caller{Name: name, Admin: name == "admin"}, nil
 		},
-	}, resource.NewService(postgres.NewStore(db, set.All)), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
+	}, resource.NewService(postgres.NewStore(db, set.All), aggregate.Aggregator{}, set.All), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
 	require.NoError(tb, err)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(ts.Close)

@@ -29,11 +29,17 @@ type apiServer struct {
 	dsn    string
 }
 
-// startServer serves a fresh database on loopback ports and stops it when the test ends.
+// startServer serves a fresh database on loopback ports and stops it when the test ends. Clusters and node
+// pools require the adapter "applier", so deletes wait for it; startServerWith chooses.
 func startServer(tb testing.TB) *apiServer {
 	tb.Helper()
+	return startServerWith(tb, map[string][]string{"cluster": {"applier"}, "nodepool": {"applier"}})
+}
+
+func startServerWith(tb testing.TB, required map[string][]string) *apiServer {
+	tb.Helper()
 	dsn := harness.NewDatabase(tb)
-	return startServerOn(tb, dsn, server.Config{})
+	return startServerOn(tb, dsn, server.Config{RequiredAdapters: required})
 }
 
 func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServer {

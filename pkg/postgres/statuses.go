@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// statusRow is one adapter's report about one resource. Besides the report it carries a copy of the resource's
+// generation and deleting flag, so that whether the adapter still has work on the resource ("pending", a
+// generated column) is a property of this row alone and a partial index can answer pending_for without
+// touching the fleet. Required adapters get a placeholder row (observed_generation 0) when the resource is
+// created, so "never reported" is pending too.
+type statusRow struct {
+	ResourceID          string
+	Kind                string
+	Adapter             string
+	ObservedGeneration  int64
+	ObservedTime        *time.Time
+	Conditions          []byte
+	Data                []byte
+	Metadata            []byte
+	CreatedTime         time.Time
+	LastReportTime      *time.Time
+	ResourceGeneration  int64
+	ResourceDeleting    bool
+	FinalizedGeneration int64
+}
+
+const statusColumns = "resource_id, kind, adapter, observed_generation, observed_time, conditions, data, metadata, created_time, last_report_time"
+
+func (w *statusRow) toStatus() (resource.AdapterStatus, error) {
+	st := resource.AdapterStatus{
+		ResourceID: w.ResourceID, Adapter: w.Adapter, ObservedGeneration: w.ObservedGeneration,
+		Data: json.RawMessage(w.Data), Metadata: json.RawMessage(w.Metadata), CreatedTime: w.CreatedTime.UTC(),
+	}
+	if w.ObservedTime != nil {
+		st.ObservedTime = w.ObservedTime.UTC()
+	}
+	if w.LastReportTime != nil {
+		st.LastReportTime = w.LastReportTime.UTC()
+	}
+	if err := json.Unmarshal(w.Conditions, &st.Conditions); err != nil {
+		return st, fmt.Errorf("decode conditions of %s's report on %s: %w", w.Adapter, w.ResourceID, err)
+	}
+	return st, nil
+}
+
+// fingerprint names the set of required adapters an aggregate was computed for.
+func fingerprint(d *resource.Descriptor) string { return strings.Join(d.RequiredAdapters, ",") }
+
+func insertPlaceholders(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource) error {
+	if len(d.RequiredAdapters) == 0 {
+		return nil
+	}
+	rows := make([]statusRow, len(d.RequiredAdapters))
+	for i, a := range d.RequiredAdapters {
+		rows[i] = statusRow{ResourceID: r.ID, Kind: d.Kind, Adapter: a, Conditions: []byte("[]"), Data: []byte("{}"),
+			Metadata: []byte("{}"), CreatedTime: r.CreatedTime, ResourceGeneration: r.Generation, ResourceDeleting: r.Deleting()}
+	}
+	if err := tx.Table("adapter_statuses").Create(&rows).Error; err != nil {
+		return fmt.Errorf("insert status placeholders: %w", err)
+	}
+	return nil
+}
+
+func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatus, error) {
+	out := make(map[string][]resource.AdapterStatus, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []statusRow
+	if err := tx.Table("adapter_statuses").Select(statusColumns).Where("resource_id IN ?", ids).Order("resource_id, adapter").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read statuses: %w", err)
+	}
+	for i := range rows {
+		st, err := rows[i].toStatus()
+		if err != nil {
+			return nil, err
+		}
+		out[st.ResourceID] = append(out[st.ResourceID], st)
+	}
+	return out, nil
+}
+
+// Statuses implements resource.Store.
+func (s *Store) Statuses(ctx context.Context, id string) ([]resource.AdapterStatus, error) {
+	all, err := readStatuses(s.db.WithContext(ctx), []string{id})
+	if err != nil {
+		return nil, err
+	}
+	return all[id], nil
+}
+
+func finalizedGeneration(st *resource.AdapterStatus) int64 {
+	for _, c := range st.Conditions {
+		if c.Type == "Finalized" && c.Status == resource.ConditionTrue {
+			return st.ObservedGeneration
+		}
+	}
+	return 0
+}
+
+func putStatus(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus) error {
+	conditions, err := json.Marshal(st.Conditions)
+	if err != nil {
+		return fmt.Errorf("encode conditions: %w", err)
+	}
+	err = tx.Exec(`INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions, data,
+			metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (resource_id, adapter) DO UPDATE SET observed_generation = EXCLUDED.observed_generation,
+			observed_time = EXCLUDED.observed_time, conditions = EXCLUDED.conditions, data = EXCLUDED.data,
+			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
+			resource_generation = EXCLUDED.resource_generation, resource_deleting = EXCLUDED.resource_deleting,
+			finalized_generation = EXCLUDED.finalized_generation`,
+		st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conditions, []byte(st.Data),
+		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)).Error
+	if err != nil {
+		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
+	}
+	return nil
+}
+
+// pendingFor narrows a list to what adapter must look at. For a required adapter every resource has a row, so
+// the partial index on pending rows (plus the report-time index for resync) answers it; an adapter that is not
+// required may have no row at all, which only an anti-join can find.
+func pendingFor(q *gorm.DB, d *resource.Descriptor, adapter string, resync time.Duration) *gorm.DB {
+	cond := "pending"
+	args := []any{d.Kind, adapter}
+	if resync > 0 {
+		cond = "(pending OR last_report_time < ?)"
+		args = append(args, time.Now().Add(-resync))
+	}
+	sub := "id IN (SELECT resource_id FROM adapter_statuses WHERE kind = ? AND adapter = ? AND " + cond + ")"
+	if !slices.Contains(d.RequiredAdapters, adapter) {
+		sub = "(" + sub + " OR NOT EXISTS (SELECT 1 FROM adapter_statuses s WHERE s.resource_id = " + d.Table + ".id AND s.adapter = ?))"
+		args = append(args, adapter)
+	}
+	return q.Where(sub, args...)
+}
+
+// SyncRequired implements resource.Store: placeholders for adapters that became required, none left for those
+// that no longer are.
+func (s *Store) SyncRequired(ctx context.Context, d *resource.Descriptor) error {
+	// Adapter names are DNS labels, so this array literal needs no quoting; it is still passed as a parameter.
+	required := "{" + strings.Join(d.RequiredAdapters, ",") + "}"
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Exec(`DELETE FROM adapter_statuses WHERE kind = ? AND observed_generation = 0 AND NOT (adapter = ANY(?::text[]))`,
+			d.Kind, required).Error
+		if err != nil {
+			return fmt.Errorf("drop placeholders of %s: %w", d.Kind, err)
+		}
+		err = tx.Exec(`INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation, resource_deleting)
+			SELECT r.id, ?, a.adapter, now(), r.generation, r.deleted_time IS NOT NULL FROM `+d.Table+` r CROSS JOIN unnest(?::text[]) AS a(adapter)
+			ON CONFLICT (resource_id, adapter) DO NOTHING`, d.Kind, required).Error
+		if err != nil {
+			return fmt.Errorf("add placeholders of %s: %w", d.Kind, err)
+		}
+		return nil
+	})
+}
+
+// StaleAggregates implements resource.Store.
+func (s *Store) StaleAggregates(ctx context.Context, d *resource.Descriptor, afterID string, limit int) ([]string, error) {
+	q := s.db.WithContext(ctx).Table(d.Table).Where("aggregated_for <> ?", fingerprint(d))
+	if afterID != "" {
+		q = q.Where("id > ?", afterID)
+	}
+	var ids []string
+	if err := q.Order("id").Limit(limit).Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("find stale aggregates of %s: %w", d.Kind, err)
+	}
+	return ids, nil
+}

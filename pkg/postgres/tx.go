@@ -1,0 +1,158 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// txAttempts bounds retries of a transaction that lost a deadlock or serialization race; such a loss means
+// another writer won, so trying again soon almost always succeeds.
+const txAttempts = 4
+
+// InTx implements resource.Store.
+func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= txAttempts; attempt++ {
+		err = s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+			return fn(&txStore{db: db, store: s})
+		})
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	code := sqlstate(err)
+	return code == sqlstateDeadlock || code == sqlstateSerialization
+}
+
+// txStore is resource.Tx on one open transaction.
+type txStore struct {
+	db    *gorm.DB
+	store *Store
+}
+
+var _ resource.Tx = (*txStore)(nil)
+
+func (t *txStore) Lock(d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
+	return t.store.get(t.db, d, parentID, id, true)
+}
+
+func (t *txStore) LockIDs(d *resource.Descriptor, ids []string) ([]*resource.Resource, error) {
+	return t.lockWhere(d, "id IN ?", ids)
+}
+
+func (t *txStore) LockChildren(d *resource.Descriptor, parentID string) ([]*resource.Resource, error) {
+	return t.lockWhere(d, "parent_id = ? AND deleted_time IS NULL", parentID)
+}
+
+func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([]*resource.Resource, error) {
+	var rows []row
+	// A fixed order keeps concurrent lockers of overlapping sets from deadlocking each other.
+	err := t.db.Table(d.Table).Select(columns(d)).Where(cond, args...).Order("id").
+		Clauses(clause.Locking{Strength: "UPDATE"}).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("lock %s rows: %w", d.Kind, err)
+	}
+	out := make([]*resource.Resource, len(rows))
+	for i := range rows {
+		r, err := rows[i].toResource(d)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (t *txStore) HasChildren(d *resource.Descriptor, id string) (bool, error) {
+	for _, child := range t.store.children[d] {
+		var found []string
+		if err := t.db.Table(child.Table).Where("parent_id = ?", id).Limit(1).Pluck("id", &found).Error; err != nil {
+			return false, fmt.Errorf("look for %s children: %w", child.Kind, err)
+		}
+		if len(found) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource) error {
+	w, err := toRow(d, r)
+	if err != nil {
+		return err
+	}
+	err = t.db.Table(d.Table).Where("id = ?", r.ID).Updates(map[string]any{
+		"labels": w.Labels, "spec": w.Spec, "generation": w.Generation, "phase": w.Phase, "conditions": w.Conditions,
+		"aggregated_for": w.AggregatedFor, "updated_time": w.UpdatedTime, "updated_by": w.UpdatedBy,
+		"deleted_time": w.DeletedTime, "deleted_by": w.DeletedBy,
+	}).Error
+	if err != nil {
+		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
+	}
+	// Keep the copies that make "pending" a single-row property in step; a no-op unless they changed.
+	err = t.db.Exec(`UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
+		WHERE resource_id = ? AND (resource_generation <> ? OR resource_deleting <> ?)`,
+		r.Generation, r.Deleting(), r.ID, r.Generation, r.Deleting()).Error
+	if err != nil {
+		return fmt.Errorf("sync statuses of %s %s: %w", d.Kind, r.ID, err)
+	}
+	return nil
+}
+
+func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, error) {
+	return readStatuses(t.db, ids)
+}
+
+func (t *txStore) PutStatus(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus) error {
+	return putStatus(t.db, d, r, st)
+}
+
+// Remove implements resource.Tx: the reports of the whole subtree first (they have no foreign key, as they
+// serve every kind), then the row, whose descendants go with it by ON DELETE CASCADE.
+func (t *txStore) Remove(d *resource.Descriptor, id string) error {
+	ids, err := t.subtree(d, []string{id})
+	if err != nil {
+		return err
+	}
+	if err := t.db.Exec("DELETE FROM adapter_statuses WHERE resource_id IN ?", ids).Error; err != nil {
+		return fmt.Errorf("delete statuses of %s %s: %w", d.Kind, id, err)
+	}
+	res := t.db.Exec("DELETE FROM "+d.Table+" WHERE id = ?", id)
+	if res.Error != nil {
+		return fmt.Errorf("delete %s %s: %w", d.Kind, id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return resource.NotFound(d, id)
+	}
+	return nil
+}
+
+func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]string, error) {
+	all := append([]string(nil), ids...)
+	for _, child := range t.store.children[d] {
+		var kids []string
+		if err := t.db.Table(child.Table).Where("parent_id IN ?", ids).Pluck("id", &kids).Error; err != nil {
+			return nil, fmt.Errorf("list %s children: %w", child.Kind, err)
+		}
+		if len(kids) == 0 {
+			continue
+		}
+		more, err := t.subtree(child, kids)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, more...)
+	}
+	return all, nil
+}

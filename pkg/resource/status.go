@@ -1,0 +1,297 @@
+package resource
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// AdapterStatus is one adapter's latest report about one resource, as stored.
+type AdapterStatus struct {
+	ResourceID         string
+	Adapter            string
+	ObservedGeneration int64
+	ObservedTime       time.Time
+	Conditions         []Condition
+	Data               json.RawMessage // a JSON object
+	Metadata           json.RawMessage // a JSON object
+	CreatedTime        time.Time
+	LastReportTime     time.Time
+}
+
+// StatusReport is what an adapter posts.
+type StatusReport struct {
+	Adapter            string
+	ObservedGeneration int64
+	ObservedTime       time.Time
+	Conditions         []ReportedCondition
+	Data               json.RawMessage
+	Metadata           json.RawMessage
+}
+
+// ReportedCondition is a condition as an adapter reports it; the API keeps its transition time.
+type ReportedCondition struct {
+	Type    string
+	Status  ConditionStatus
+	Reason  string
+	Message string
+}
+
+// Report limits and windows.
+const (
+	MaxStatusDataBytes     = 64 << 10
+	MaxStatusMetadataBytes = 16 << 10
+	MaxConditions          = 32
+	MaxConditionMessage    = 4096
+	// ObservedTimePast and ObservedTimeFuture bound observed_time around the server's clock: a report from
+	// further back is stale by construction, one from the future comes from a broken clock.
+	ObservedTimePast   = 30 * time.Minute
+	ObservedTimeFuture = 5 * time.Minute
+)
+
+// ConditionAvailable is the condition every report must carry.
+const ConditionAvailable = "Available"
+
+var (
+	conditionType   = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,127}$`)
+	conditionReason = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
+)
+
+// ValidateReport checks a report on its own (not against the resource), listing every problem.
+func ValidateReport(rep StatusReport, now time.Time) error {
+	var problems []FieldError
+	add := func(field, format string, args ...any) {
+		problems = append(problems, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if len(rep.Adapter) > 63 || !dnsLabel.MatchString(rep.Adapter) {
+		add("adapter", "must be a DNS label of at most 63 characters, e.g. version-resolver")
+	}
+	if rep.ObservedGeneration < 1 {
+		add("observed_generation", "must be at least 1")
+	}
+	switch {
+	case rep.ObservedTime.IsZero():
+		add("observed_time", "is required (RFC 3339)")
+	case rep.ObservedTime.Before(now.Add(-ObservedTimePast)):
+		add("observed_time", "is more than %s in the past", ObservedTimePast)
+	case rep.ObservedTime.After(now.Add(ObservedTimeFuture)):
+		add("observed_time", "is more than %s in the future: check the adapter's clock", ObservedTimeFuture)
+	}
+	if len(rep.Conditions) > MaxConditions {
+		add("conditions", "at most %d conditions", MaxConditions)
+	}
+	seen := map[string]bool{}
+	for i, c := range rep.Conditions {
+		field := fmt.Sprintf("conditions[%d]", i)
+		if !conditionType.MatchString(c.Type) {
+			add(field+".type", "must be CamelCase letters and digits, starting with a capital, e.g. Available")
+		} else if seen[c.Type] {
+			add(field+".type", "%s appears more than once", c.Type)
+		}
+		seen[c.Type] = true
+		switch c.Status {
+		case ConditionTrue, ConditionFalse, ConditionUnknown:
+		default:
+			add(field+".status", "must be True, False or Unknown")
+		}
+		if c.Reason != "" && !conditionReason.MatchString(c.Reason) {
+			add(field+".reason", "must be CamelCase letters, digits and '_', e.g. ImageResolved")
+		}
+		if len(c.Message) > MaxConditionMessage {
+			add(field+".message", "must be at most %d bytes", MaxConditionMessage)
+		}
+	}
+	if !seen[ConditionAvailable] {
+		add("conditions", "must include an Available condition")
+	}
+	checkObject := func(field string, raw json.RawMessage, limit int) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return
+		}
+		if len(raw) > limit {
+			add(field, "must be at most %d bytes of JSON", limit)
+			return
+		}
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			add(field, "must be a JSON object")
+		}
+	}
+	checkObject("data", rep.Data, MaxStatusDataBytes)
+	checkObject("metadata", rep.Metadata, MaxStatusMetadataBytes)
+	if len(problems) > 0 {
+		return &Error{Code: CodeInvalid, Message: "the status report is not valid", Fields: problems}
+	}
+	return nil
+}
+
+// mergeConditions stamps reported conditions with times: last_transition_time moves only when a condition's
+// status differs from the stored one of the same type.
+func mergeConditions(reported []ReportedCondition, stored []Condition, generation int64, now time.Time) []Condition {
+	out := make([]Condition, len(reported))
+	for i, c := range reported {
+		out[i] = Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+			ObservedGeneration: generation, LastTransitionTime: now, LastUpdatedTime: now}
+		for _, old := range stored {
+			if old.Type == c.Type && old.Status == c.Status && !old.LastTransitionTime.IsZero() {
+				out[i].LastTransitionTime = old.LastTransitionTime
+				break
+			}
+		}
+	}
+	return out
+}
+
+func orEmptyObject(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return raw
+}
+
+// PutStatus stores an adapter's report about a resource and, in the same transaction under the resource's row
+// lock, recomputes the resource's aggregated status; a deleting resource that the report finalizes is removed.
+// It returns the stored report and whether it is the adapter's first. Errors: CodeInvalid for a malformed report,
+// CodeUnprocessable for a generation the resource has not reached, CodeStatusStale (nothing stored) for a report
+// older than the stored one.
+func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id string, rep StatusReport) (*AdapterStatus, bool, error) {
+	if !validID(id) || (parentID != "" && !validID(parentID)) {
+		return nil, false, notFound(d, id)
+	}
+	now := s.now()
+	if err := ValidateReport(rep, now); err != nil {
+		return nil, false, err
+	}
+	rep.ObservedTime = rep.ObservedTime.UTC().Truncate(time.Microsecond)
+	var out *AdapterStatus
+	var created bool
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.Lock(d, parentID, id)
+		if err != nil {
+			return err
+		}
+		if rep.ObservedGeneration > r.Generation {
+			return &Error{Code: CodeUnprocessable, Message: fmt.Sprintf("observed_generation %d is ahead of the %s's generation %d", rep.ObservedGeneration, d.Kind, r.Generation),
+				Fields: []FieldError{{Field: "observed_generation", Message: fmt.Sprintf("must be at most %d", r.Generation)}}}
+		}
+		all, err := tx.Statuses([]string{r.ID})
+		if err != nil {
+			return err
+		}
+		reports := all[r.ID]
+		var stored *AdapterStatus
+		for i := range reports {
+			if reports[i].Adapter == rep.Adapter {
+				stored = &reports[i]
+			}
+		}
+		st := &AdapterStatus{ResourceID: r.ID, Adapter: rep.Adapter, CreatedTime: now}
+		if stored != nil && stored.ObservedGeneration > 0 {
+			if err := checkFresh(rep, stored); err != nil {
+				return err
+			}
+			st.CreatedTime = stored.CreatedTime
+		} else {
+			created = true
+		}
+		var previous []Condition
+		if stored != nil {
+			previous = stored.Conditions
+		}
+		st.ObservedGeneration, st.ObservedTime, st.LastReportTime = rep.ObservedGeneration, rep.ObservedTime, now
+		st.Conditions = mergeConditions(rep.Conditions, previous, rep.ObservedGeneration, now)
+		st.Data, st.Metadata = orEmptyObject(rep.Data), orEmptyObject(rep.Metadata)
+		if err := tx.PutStatus(d, r, st); err != nil {
+			return err
+		}
+		out = st
+		if stored != nil {
+			*stored = *st
+		} else {
+			reports = append(reports, *st)
+		}
+		var finalized bool
+		r.Status, finalized = s.agg.Aggregate(d, r, reports, now)
+		if err := tx.Save(d, r); err != nil {
+			return err
+		}
+		_, err = s.removeIfDone(tx, d, r, finalized)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, created, nil
+}
+
+// checkFresh refuses a report that would replace a newer one: an older generation, or the same generation
+// observed earlier. Equal generation and time is a retry and is accepted.
+func checkFresh(rep StatusReport, stored *AdapterStatus) error {
+	switch {
+	case rep.ObservedGeneration < stored.ObservedGeneration:
+		return Errorf(CodeStatusStale, "a report of generation %d from %s is already stored; this one observed generation %d",
+			stored.ObservedGeneration, rep.Adapter, rep.ObservedGeneration)
+	case rep.ObservedGeneration == stored.ObservedGeneration && rep.ObservedTime.Before(stored.ObservedTime):
+		return Errorf(CodeStatusStale, "a report of generation %d from %s observed at %s is already stored; this one was observed earlier, at %s",
+			stored.ObservedGeneration, rep.Adapter, stored.ObservedTime.Format(time.RFC3339Nano), rep.ObservedTime.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// ListStatuses returns the adapters' reports about a resource (never a placeholder of an adapter that has not
+// reported), ordered by adapter.
+func (s *Service) ListStatuses(ctx context.Context, d *Descriptor, parentID, id string) ([]AdapterStatus, error) {
+	if _, err := s.Get(ctx, d, parentID, id); err != nil {
+		return nil, err
+	}
+	all, err := s.store.Statuses(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AdapterStatus, 0, len(all))
+	for _, st := range all {
+		if st.ObservedGeneration > 0 {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// ForceDelete removes a resource and its whole subtree at once, whatever the adapters have reported. It returns
+// the resource as it was.
+func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
+	if !validID(id) || (parentID != "" && !validID(parentID)) {
+		return nil, notFound(d, id)
+	}
+	var out *Resource
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.Lock(d, parentID, id)
+		if err != nil {
+			return err
+		}
+		out = r
+		if err := tx.Remove(d, r.ID); err != nil {
+			return err
+		}
+		if d.Parent == nil {
+			return nil
+		}
+		// The parent may have been waiting for this child to finish its own delete.
+		parent, err := tx.Lock(d.Parent, "", r.ParentID)
+		if err != nil || !parent.Deleting() {
+			return err
+		}
+		finalized, err := s.reaggregateOne(tx, d.Parent, parent)
+		if err != nil {
+			return err
+		}
+		_, err = s.removeIfDone(tx, d.Parent, parent, finalized)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
