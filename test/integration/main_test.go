@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
@@ -138,4 +139,10 @@ func createNodePool(tb testing.TB, s *apiServer, cluster *api.Cluster, name stri
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
+}
+
+// harnessDB opens the server's database directly, to check what the API cannot show.
+func harnessDB(tb testing.TB, s *apiServer) *gorm.DB {
+	tb.Helper()
+	return harness.OpenGorm(tb, s.dsn)
 }
