@@ -141,6 +141,7 @@ func newServeCommand() *cobra.Command {
 	fs.DurationVar(&o.cfg.HTTPWriteTimeout, "http-write-timeout", 30*time.Second, "maximum time to write a response")
 	fs.DurationVar(&o.cfg.HTTPIdleTimeout, "http-idle-timeout", 2*time.Minute, "keep-alive idle timeout")
 	fs.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.BoolVar(&o.cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the metrics listener")
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
 	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable)")
 	return cmd

@@ -3,17 +3,23 @@
 // count and a time limit, so a run always ends.
 //
 //	hyperfleet-load --url http://127.0.0.1:8000 --clusters 10000 --concurrency 8
+//
+// The status, settle and poll phases act as adapters: status posts reports from --adapters at random over the
+// created clusters (start the API with those as required adapters to measure aggregation too); settle posts one
+// report per cluster from the first adapter; poll measures that adapter's idle `pending_for` query.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +37,8 @@ type config struct {
 	concurrency int
 	phaseLimit  time.Duration
 	prefix      string
+	phases      map[string]bool
+	adapters    []string
 }
 
 func main() {
@@ -41,7 +49,14 @@ func main() {
 	flag.IntVar(&cfg.concurrency, "concurrency", 8, "concurrent clients")
 	flag.DurationVar(&cfg.phaseLimit, "phase-limit", 2*time.Minute, "longest a phase may run")
 	flag.StringVar(&cfg.prefix, "prefix", fmt.Sprintf("load-%d", time.Now().Unix()%100000), "cluster name prefix (names must be new)")
+	phases := flag.String("phases", "create,get,list,search", "phases to run, in this order: create,get,list,search,status,settle,poll")
+	adapters := flag.String("adapters", "load-a,load-b,load-c", "adapter names the status phases report as")
 	flag.Parse()
+	cfg.phases = map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		cfg.phases[strings.TrimSpace(p)] = true
+	}
+	cfg.adapters = strings.Split(*adapters, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
@@ -123,6 +138,83 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase\n",
 		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests)
 
+	ids, err := createPhase(ctx, cfg, client)
+	if err != nil {
+		return err
+	}
+	pages := max(1, len(ids)/100)
+	envs := []string{"prod", "staging", "dev", "test"}
+	status := func(ctx context.Context, id openapitypes.UUID, adapter string) (int, error) {
+		resp, err := client.PostClusterStatusWithResponse(ctx, id, api.AdapterStatusReport{
+			Adapter: adapter, ObservedGeneration: 1, ObservedTime: time.Now().UTC(),
+			Conditions: []api.ReportedCondition{{Type: "Available", Status: "True"}, {Type: "Health", Status: "True"}},
+			Data:       &map[string]interface{}{"load": true},
+		})
+		if err != nil {
+			return 0, err
+		}
+		if resp.StatusCode() == http.StatusCreated {
+			return http.StatusOK, nil
+		}
+		return resp.StatusCode(), nil
+	}
+	type namedPhase struct {
+		name string
+		op   func(ctx context.Context, i int) (int, error)
+		n    int
+	}
+	all := []namedPhase{
+		// Read phases read the body but do not decode it: they measure the server, not this client's JSON.
+		{"get", func(ctx context.Context, _ int) (int, error) {
+			return drain(client.GetCluster(ctx, ids[rand.IntN(len(ids))]))
+		}, cfg.requests},
+		{"list", func(ctx context.Context, _ int) (int, error) {
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)}))
+		}, cfg.requests},
+		{"search", func(ctx context.Context, _ int) (int, error) {
+			// One env in four matches a shard, so a quarter of searches return 100 clusters, the rest none.
+			q := fmt.Sprintf("labels.env = '%s' and labels.shard = '%d'", envs[rand.IntN(len(envs))], rand.IntN(100))
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{Search: &q, Size: ptr(100)}))
+		}, cfg.requests},
+		{"status", func(ctx context.Context, _ int) (int, error) {
+			return status(ctx, ids[rand.IntN(len(ids))], cfg.adapters[rand.IntN(len(cfg.adapters))])
+		}, cfg.requests},
+		{"settle", func(ctx context.Context, i int) (int, error) {
+			return status(ctx, ids[i], cfg.adapters[0])
+		}, len(ids)},
+		{"poll", func(ctx context.Context, _ int) (int, error) {
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)}))
+		}, cfg.requests},
+	}
+	for _, p := range all {
+		if cfg.phases[p.name] {
+			phase(ctx, cfg, p.name, p.n, p.op, http.StatusOK).print()
+		}
+	}
+	return nil
+}
+
+// createPhase creates the clusters (when the create phase is on) or pages through the existing ones.
+func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponses) ([]openapitypes.UUID, error) {
+	if !cfg.phases["create"] {
+		var ids []openapitypes.UUID
+		for page := 1; len(ids) < cfg.clusters; page++ {
+			resp, err := client.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(page), Size: ptr(500), Fields: ptr("id")})
+			if err != nil || resp.JSON200 == nil {
+				return nil, fmt.Errorf("list clusters: %v", err)
+			}
+			for _, c := range resp.JSON200.Items {
+				ids = append(ids, c.Id)
+			}
+			if len(resp.JSON200.Items) < 500 {
+				break
+			}
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("no clusters to work on: add the create phase")
+		}
+		return ids[:min(len(ids), cfg.clusters)], nil
+	}
 	ids := make([]openapitypes.UUID, cfg.clusters)
 	envs := []string{"prod", "staging", "dev", "test"}
 	create := phase(ctx, cfg, "create", cfg.clusters, func(ctx context.Context, i int) (int, error) {
@@ -140,40 +232,23 @@ func run(ctx context.Context, cfg config) error {
 		return resp.StatusCode(), nil
 	}, http.StatusCreated)
 	create.print()
-
-	live := slices.DeleteFunc(slices.Clone(ids), func(id openapitypes.UUID) bool { return id == openapitypes.UUID{} })
+	live := slices.DeleteFunc(ids, func(id openapitypes.UUID) bool { return id == openapitypes.UUID{} })
 	if len(live) == 0 {
-		return fmt.Errorf("no cluster was created")
+		return nil, fmt.Errorf("no cluster was created")
 	}
-	pages := max(1, len(live)/100)
-	results := []result{
-		phase(ctx, cfg, "get", cfg.requests, func(ctx context.Context, _ int) (int, error) {
-			resp, err := client.GetClusterWithResponse(ctx, live[rand.IntN(len(live))])
-			if err != nil {
-				return 0, err
-			}
-			return resp.StatusCode(), nil
-		}, http.StatusOK),
-		phase(ctx, cfg, "list", cfg.requests, func(ctx context.Context, _ int) (int, error) {
-			resp, err := client.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)})
-			if err != nil {
-				return 0, err
-			}
-			return resp.StatusCode(), nil
-		}, http.StatusOK),
-		phase(ctx, cfg, "search", cfg.requests, func(ctx context.Context, _ int) (int, error) {
-			q := fmt.Sprintf("labels.env = '%s' and labels.shard = '%d'", envs[rand.IntN(len(envs))], rand.IntN(100))
-			resp, err := client.ListClustersWithResponse(ctx, &api.ListClustersParams{Search: &q, Size: ptr(100)})
-			if err != nil {
-				return 0, err
-			}
-			return resp.StatusCode(), nil
-		}, http.StatusOK),
-	}
-	for _, r := range results {
-		r.print()
-	}
-	return nil
+	return live, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// drain reads a response to its end and returns its status.
+func drain(resp *http.Response, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}

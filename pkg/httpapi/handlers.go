@@ -53,8 +53,8 @@ type ownerJSON struct {
 }
 
 type statusJSON struct {
-	Phase      resource.Phase       `json:"phase"`
-	Conditions []resource.Condition `json:"conditions"`
+	Phase      resource.Phase  `json:"phase"`
+	Conditions json.RawMessage `json:"conditions"`
 }
 
 type listJSON struct {
@@ -68,12 +68,17 @@ type listJSON struct {
 func (k *kindHandler) present(r *resource.Resource) resourceJSON {
 	out := resourceJSON{
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
-		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.Conditions},
+		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
 	}
 	if out.Status.Conditions == nil {
-		out.Status.Conditions = []resource.Condition{}
+		conditions := r.Status.Conditions
+		if conditions == nil {
+			conditions = []resource.Condition{}
+		}
+		// Typed conditions come from writes, one resource at a time; encoding cannot fail for them.
+		out.Status.Conditions, _ = json.Marshal(conditions)
 	}
 	if k.d.Parent != nil {
 		out.OwnerReferences = &ownerJSON{ID: r.ParentID, Kind: k.d.Parent.Kind, Href: BasePath + k.d.Parent.Path("", r.ParentID)}

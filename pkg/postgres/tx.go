@@ -65,7 +65,7 @@ func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([
 	}
 	out := make([]*resource.Resource, len(rows))
 	for i := range rows {
-		r, err := rows[i].toResource(d)
+		r, err := rows[i].toResource(d, true)
 		if err != nil {
 			return nil, err
 		}

@@ -45,6 +45,10 @@ type Condition struct {
 type Status struct {
 	Phase      Phase
 	Conditions []Condition
+	// RawConditions, when not nil, holds the conditions as stored JSON instead of Conditions. Reads that only
+	// pass a resource on to a client get it so, because decoding every condition of a page of resources only
+	// to encode it again costs more than the rest of the request.
+	RawConditions json.RawMessage
 }
 
 // Resource is one stored resource of any kind.

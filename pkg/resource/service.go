@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -401,6 +402,10 @@ func prepareSpec(d *Descriptor, caller Caller, old json.RawMessage, doc json.Raw
 		if err := json.Unmarshal(old, &before); err != nil {
 			return nil, fmt.Errorf("decode stored spec: %w", err)
 		}
+		// Defaults the schema gained since the spec was stored are not the patch's doing.
+		if before, err = defaulted(d, before); err != nil {
+			return nil, err
+		}
 		if changed := changedInternal(d, before, spec); len(changed) > 0 {
 			return nil, &Error{Code: CodeInternalField, Message: "the patch would change internal spec fields, which admins only may write: " + strings.Join(changed, ", ")}
 		}
@@ -441,14 +446,29 @@ func changedInternal(d *Descriptor, before, after map[string]any) []string {
 	return changed
 }
 
-// valueAt follows a dotted path of object keys; internal fields are object properties, never array items.
+// valueAt follows a path as InternalFields writes it: object keys joined by '.', array items as "[i]"
+// (e.g. "nodes[0].secret"). A path that does not lead anywhere yields nil.
 func valueAt(v any, path string) any {
-	for _, key := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
+	for _, step := range strings.Split(path, ".") {
+		name, indexes, _ := strings.Cut(step, "[")
+		if name != "" {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[name]
 		}
-		v = m[key]
+		if indexes == "" {
+			continue
+		}
+		for _, ix := range strings.Split(strings.TrimSuffix(indexes, "]"), "][") {
+			i, err := strconv.Atoi(ix)
+			items, ok := v.([]any)
+			if err != nil || !ok || i < 0 || i >= len(items) {
+				return nil
+			}
+			v = items[i]
+		}
 	}
 	return v
 }

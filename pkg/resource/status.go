@@ -212,10 +212,13 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		} else {
 			reports = append(reports, *st)
 		}
-		var finalized bool
-		r.Status, finalized = s.agg.Aggregate(d, r, reports, now)
-		if err := tx.Save(d, r); err != nil {
-			return err
+		status, finalized := s.agg.Aggregate(d, r, reports, now)
+		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
+		if !sameStatus(status, r.Status) {
+			r.Status = status
+			if err := tx.Save(d, r); err != nil {
+				return err
+			}
 		}
 		_, err = s.removeIfDone(tx, d, r, finalized)
 		return err
@@ -294,4 +297,20 @@ func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id s
 		return nil, err
 	}
 	return out, nil
+}
+
+// sameStatus compares two aggregates ignoring when they were computed.
+func sameStatus(a, b Status) bool {
+	if a.Phase != b.Phase || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		x.LastUpdatedTime, y.LastUpdatedTime = time.Time{}, time.Time{}
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
 }

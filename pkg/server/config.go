@@ -30,6 +30,8 @@ type Config struct {
 	HTTPIdleTimeout    time.Duration
 	ShutdownTimeout    time.Duration
 	MaxBodyBytes       int64
+	// EnablePprof serves Go's profiler under /debug/pprof/ on the metrics listener.
+	EnablePprof bool
 
 	DB DBConfig
 

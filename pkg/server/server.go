@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	health.HandleFunc("GET /healthcheck", s.ready)
 	metrics := http.NewServeMux()
 	metrics.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if cfg.EnablePprof {
+		metrics.HandleFunc("GET /debug/pprof/", pprof.Index)
+		metrics.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		metrics.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 
 	for _, l := range []struct {
 		name, addr string

@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+)
+
+// BenchmarkEncodeListPage measures what the API spends turning a page of 100 clusters, as a list reads them
+// (conditions still raw JSON), into the response.
+func BenchmarkEncodeListPage(b *testing.B) {
+	d := &resource.Descriptor{Kind: "Cluster", Plural: "clusters"}
+	spec := json.RawMessage(`{"hosted_cluster":{"controller_availability_policy":"HighlyAvailable","etcd":{"management_type":"Managed","storage_size":"8Gi"},"fips":false,"infrastructure_availability_policy":"SingleReplica","networking":{"cluster_network":[{"cidr":"10.132.0.0/14"}],"network_type":"OVNKubernetes","service_network":[{"cidr":"172.31.0.0/16"}]},"platform":{"type":"None"},"services":[{"service":"APIServer","type":"LoadBalancer"},{"service":"OAuthServer","type":"Route"},{"service":"Konnectivity","type":"Route"},{"service":"Ignition","type":"Route"}]},"version_stream":"stable-4-16"}`)
+	now := time.Now().UTC()
+	items := make([]resource.Resource, 100)
+	for i := range items {
+		conds := make([]resource.Condition, 5)
+		for j := range conds {
+			conds[j] = resource.Condition{Type: fmt.Sprintf("Cond%d", j), Status: resource.ConditionTrue, Reason: "AllAdaptersReady",
+				Message: "every required adapter reports Available at generation 1", ObservedGeneration: 1, LastTransitionTime: now, LastUpdatedTime: now}
+		}
+		raw, err := json.Marshal(conds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		items[i] = resource.Resource{ID: "0193a4c4-0000-7000-8000-000000000000", Kind: "Cluster", Name: fmt.Sprintf("c-%d", i),
+			Labels: map[string]string{"env": "prod", "shard": "7"}, Spec: spec, Generation: 1,
+			Status: resource.Status{Phase: resource.PhaseReady, RawConditions: raw}, CreatedTime: now, UpdatedTime: now}
+	}
+	k := &kindHandler{d: d}
+	b.ReportAllocs()
+	for b.Loop() {
+		out := listJSON{Kind: "ClusterList", Page: 1, Size: 100, Total: 10000, Items: make([]any, len(items))}
+		for i := range items {
+			out.Items[i] = k.present(&items[i])
+		}
+		if err := json.NewEncoder(io.Discard).Encode(out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
