@@ -9,8 +9,11 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.build=$(BUILD)
 GOTEST    ?= go test
 # Tools are built once into a cache outside the clone.
 TOOLS_DIR ?= $(HOME)/.cache/hyperfleet/tools
-GOLANGCI_LINT_VERSION ?= v2.6.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# The adapters whose reports make a resource Ready in `make run` (see README, "How adapters report").
+REQUIRED_ADAPTERS ?= cluster=hostedcluster-applier;nodepool=hivelocity-provisioner
 
 DB_CONTAINER ?= hyperfleet-db
 DB_IMAGE     ?= hyperfleet/postgres:15
@@ -31,12 +34,12 @@ install: ## Install the binaries into $GOPATH/bin
 
 .PHONY: run
 run: build ## Run the API on :8000 with a private embedded PostgreSQL (no setup needed)
-	$(BIN)/hyperfleet-api serve --embedded-db
+	$(BIN)/hyperfleet-api serve --embedded-db --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: run-no-auth
 run-no-auth: build ## Run the API without authentication (every caller is an admin)
 	@echo "WARNING: authentication is OFF — every caller is an admin. Development only." >&2
-	$(BIN)/hyperfleet-api serve --embedded-db
+	$(BIN)/hyperfleet-api serve --embedded-db --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: test
 test: ## Run all tests (unit + integration, with the race detector) against real PostgreSQL

@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embeddeddb: opening server log: %w", err)
 	}
 	// The children write through their own copies of the descriptor; ours is not needed once they are started.
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	if cred != nil {
 		if err := chownTree(dataDir, cred); err != nil {
 			return nil, err
@@ -287,7 +287,7 @@ func (s *Server) awaitReady(ctx context.Context, runDir, port, database string) 
 	for {
 		conn, err := pgx.ConnectConfig(ctx, connCfg)
 		if err == nil {
-			defer conn.Close(context.WithoutCancel(ctx))
+			defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 			return ensureDatabase(ctx, conn, database, s.log)
 		}
 		select {
@@ -682,7 +682,7 @@ func logTail(path string) string {
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	const maxBytes = 16 << 10
 	if fi, err := f.Stat(); err == nil && fi.Size() > maxBytes {
 		if _, err := f.Seek(-maxBytes, io.SeekEnd); err != nil {

@@ -185,7 +185,7 @@ func TestParseIfMatch(t *testing.T) {
 			got, err := parseIfMatch(tt.header)
 			switch {
 			case tt.wantErr:
-				requireError(t, err, resource.CodeMalformed, "If-Match")
+				_ = requireError(t, err, resource.CodeMalformed, "If-Match")
 				require.Nil(t, got)
 			case tt.want == 0:
 				require.NoError(t, err)
@@ -269,7 +269,7 @@ func TestDecodeStrict(t *testing.T) {
 				if tt.wantField != "" {
 					fields = []string{tt.wantField}
 				}
-				requireError(t, err, tt.wantCode, fields...)
+				_ = requireError(t, err, tt.wantCode, fields...)
 				return
 			}
 			require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestDecodeStrict(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, BasePath+"/clusters", strings.NewReader(`{"name":"abcdefgh"}`))
 		req.Body = http.MaxBytesReader(rec, req.Body, 8)
 		var got createBody
-		requireError(t, decodeStrict(req, &got), resource.CodeTooLarge)
+		_ = requireError(t, decodeStrict(req, &got), resource.CodeTooLarge)
 	})
 }
 

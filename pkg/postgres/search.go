@@ -700,7 +700,7 @@ func (c *compiler) specComparison(f field, op parser.OpType, vals []literal) (st
 	for _, v := range vals {
 		_, isText := v.val.(string)
 		_, isNum := v.val.(float64)
-		if !(isNum && jsonType == "number" || isText && jsonType == "string") {
+		if (!isNum || jsonType != "number") && (!isText || jsonType != "string") {
 			return "", badSearch("%s %s at position %d: compare with numbers or with text, not %s",
 				f.name, opName(op), f.pos, v)
 		}

@@ -56,21 +56,6 @@ func (w *statusRow) toStatus() (resource.AdapterStatus, error) {
 // fingerprint names the set of required adapters an aggregate was computed for.
 func fingerprint(d *resource.Descriptor) string { return strings.Join(d.RequiredAdapters, ",") }
 
-func insertPlaceholders(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource) error {
-	if len(d.RequiredAdapters) == 0 {
-		return nil
-	}
-	rows := make([]statusRow, len(d.RequiredAdapters))
-	for i, a := range d.RequiredAdapters {
-		rows[i] = statusRow{ResourceID: r.ID, Kind: d.Kind, Adapter: a, Conditions: []byte("[]"), Data: []byte("{}"),
-			Metadata: []byte("{}"), CreatedTime: r.CreatedTime, ResourceGeneration: r.Generation, ResourceDeleting: r.Deleting()}
-	}
-	if err := tx.Table("adapter_statuses").Create(&rows).Error; err != nil {
-		return fmt.Errorf("insert status placeholders: %w", err)
-	}
-	return nil
-}
-
 func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatus, error) {
 	out := make(map[string][]resource.AdapterStatus, len(ids))
 	if len(ids) == 0 {

@@ -117,42 +117,52 @@ func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource
 	return r, nil
 }
 
-// Create implements resource.Store.
+// Create implements resource.Store. It is one statement, so one round trip and no explicit transaction: the
+// parent check (FOR SHARE, so that a concurrent delete of the parent waits and its cascade sees the child), the
+// insert and the required adapters' placeholder reports all happen in it.
 func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource) (*resource.Resource, error) {
 	w, err := toRow(d, r)
 	if err != nil {
 		return nil, err
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if d.Parent != nil {
-			// FOR SHARE makes a concurrent delete of the parent wait for this insert, so its cascade sees the child.
-			var parent row
-			err := tx.Table(d.Parent.Table).Select("id, deleted_time").Clauses(clause.Locking{Strength: "SHARE"}).
-				Where("id = ?", r.ParentID).Take(&parent).Error
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return resource.NotFound(d.Parent, r.ParentID)
-			}
-			if err != nil {
-				return fmt.Errorf("lock parent %s: %w", d.Parent.Kind, err)
-			}
-			if parent.DeletedTime != nil {
-				return resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
-			}
+	cols := "id, name, labels, spec, generation, phase, conditions, aggregated_for, created_time, updated_time, created_by, updated_by"
+	args := []any{w.ID, w.Name, w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.CreatedTime, w.UpdatedTime, w.CreatedBy, w.UpdatedBy}
+	values := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+	var sql strings.Builder
+	from := ""
+	if d.Parent != nil {
+		sql.WriteString("WITH parent AS (SELECT deleted_time FROM " + d.Parent.Table + " WHERE id = ? FOR SHARE), ")
+		args = append([]any{r.ParentID}, append(args, r.ParentID)...)
+		cols += ", parent_id"
+		values += ", ?"
+		from = " FROM parent WHERE parent.deleted_time IS NULL"
+	} else {
+		sql.WriteString("WITH ")
+	}
+	sql.WriteString("ins AS (INSERT INTO " + d.Table + " (" + cols + ") SELECT " + values + from + " RETURNING id)")
+	if len(d.RequiredAdapters) > 0 {
+		// Adapter names are DNS labels, so the array literal needs no quoting; it is still a parameter.
+		sql.WriteString(`, placeholders AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation)
+			SELECT ins.id, ?, a.adapter, ?, ? FROM ins CROSS JOIN unnest(?::text[]) AS a(adapter))`)
+		args = append(args, d.Kind, w.CreatedTime, w.Generation, "{"+strings.Join(d.RequiredAdapters, ",")+"}")
+	}
+	if d.Parent != nil {
+		sql.WriteString(" SELECT (SELECT count(*) FROM parent) AS parents, (SELECT count(*) FROM ins) AS inserted")
+	} else {
+		sql.WriteString(" SELECT 1 AS parents, (SELECT count(*) FROM ins) AS inserted")
+	}
+	var outcome struct{ Parents, Inserted int }
+	if err := s.db.WithContext(ctx).Raw(sql.String(), args...).Scan(&outcome).Error; err != nil {
+		if sqlstate(err) == sqlstateUniqueViolation {
+			return nil, nameTaken(d, r.Name)
 		}
-		q := tx.Table(d.Table)
-		if d.Parent == nil {
-			q = q.Omit("parent_id")
-		}
-		if err := q.Create(w).Error; err != nil {
-			if sqlstate(err) == sqlstateUniqueViolation {
-				return nameTaken(d, r.Name)
-			}
-			return fmt.Errorf("insert %s: %w", d.Kind, err)
-		}
-		return insertPlaceholders(tx, d, r)
-	})
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("insert %s: %w", d.Kind, err)
+	}
+	switch {
+	case outcome.Parents == 0:
+		return nil, resource.NotFound(d.Parent, r.ParentID)
+	case outcome.Inserted == 0:
+		return nil, resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
 	}
 	return r, nil
 }

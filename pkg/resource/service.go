@@ -552,8 +552,9 @@ func NotFound(d *Descriptor, id string) error { return notFound(d, id) }
 
 // Reaggregate brings every resource of kind d whose aggregate was computed for another set of required adapters
 // up to date (and removes deleting ones that no longer wait for anyone), in batches. Run at start-up, it makes a
-// change of required adapters take effect for the whole fleet. It returns how many resources it recomputed.
-func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int) (int, error) {
+// change of required adapters take effect for the whole fleet. progress, when not nil, is called after each
+// batch with the running total. It returns how many resources it recomputed.
+func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, progress func(done int)) (int, error) {
 	if err := s.store.SyncRequired(ctx, d); err != nil {
 		return 0, err
 	}
@@ -589,5 +590,8 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int) (in
 			return done, err
 		}
 		done += len(ids)
+		if progress != nil {
+			progress(done)
+		}
 	}
 }

@@ -245,7 +245,7 @@ func TestPatchLabels(t *testing.T) {
 				require.Equal(t, before, tt.current, "the current labels must not be modified")
 			}
 			if tt.wantCode != "" {
-				requireError(t, err, tt.wantCode, tt.wantFields)
+				_ = requireError(t, err, tt.wantCode, tt.wantFields)
 				require.Nil(t, got)
 				return
 			}

@@ -77,7 +77,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	// A change of required adapters since the last start must not leave aggregates computed for the old set.
 	for _, d := range set.All {
 		start := time.Now()
-		n, err := svc.Reaggregate(ctx, d, 500)
+		n, err := svc.Reaggregate(ctx, d, 500, func(done int) {
+			if done%10000 == 0 {
+				log.Info("re-aggregating for the configured required adapters", "kind", d.Kind, "done", done)
+			}
+		})
 		if err != nil {
 			return nil, fmt.Errorf("re-aggregate %s: %w", d.Kind, err)
 		}

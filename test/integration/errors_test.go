@@ -15,7 +15,7 @@ import (
 
 func readAll(tb testing.TB, resp *http.Response) string {
 	tb.Helper()
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(tb, err)
 	return string(b)
