@@ -62,7 +62,8 @@ func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatu
 		return out, nil
 	}
 	var rows []statusRow
-	if err := tx.Table("adapter_statuses").Select(statusColumns).Where("resource_id IN ?", ids).Order("resource_id, adapter").Find(&rows).Error; err != nil {
+	err := tx.Raw("SELECT "+statusColumns+" FROM adapter_statuses WHERE resource_id IN ? ORDER BY resource_id, adapter", ids).Scan(&rows).Error
+	if err != nil {
 		return nil, fmt.Errorf("read statuses: %w", err)
 	}
 	for i := range rows {

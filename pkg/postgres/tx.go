@@ -11,6 +11,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
+// Each Tx method is its own statement on purpose: under READ COMMITTED a statement reads a snapshot taken when
+// it starts, so what is read after Lock returns (the reports) must be read by a later statement to see the
+// writes of the transaction that held the lock before us.
+
 // txAttempts bounds retries of a transaction that lost a deadlock or serialization race; such a loss means
 // another writer won, so trying again soon almost always succeeds.
 const txAttempts = 4
@@ -92,20 +96,16 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource) error {
 	if err != nil {
 		return err
 	}
-	err = t.db.Table(d.Table).Where("id = ?", r.ID).Updates(map[string]any{
-		"labels": w.Labels, "spec": w.Spec, "generation": w.Generation, "phase": w.Phase, "conditions": w.Conditions,
-		"aggregated_for": w.AggregatedFor, "updated_time": w.UpdatedTime, "updated_by": w.UpdatedBy,
-		"deleted_time": w.DeletedTime, "deleted_by": w.DeletedBy,
-	}).Error
+	// One round trip: the row, and the copies of its generation and deleting flag that make "pending" a
+	// single-row property of its reports (a no-op for them unless those changed).
+	err = t.db.Exec(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
+			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ? WHERE id = ? RETURNING id)
+		UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
+		WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?)`,
+		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
+		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting()).Error
 	if err != nil {
 		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
-	}
-	// Keep the copies that make "pending" a single-row property in step; a no-op unless they changed.
-	err = t.db.Exec(`UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
-		WHERE resource_id = ? AND (resource_generation <> ? OR resource_deleting <> ?)`,
-		r.Generation, r.Deleting(), r.ID, r.Generation, r.Deleting()).Error
-	if err != nil {
-		return fmt.Errorf("sync statuses of %s %s: %w", d.Kind, r.ID, err)
 	}
 	return nil
 }
