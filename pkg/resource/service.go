@@ -86,6 +86,34 @@ func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 
+// checkIDs answers CodeNotFound for ids that cannot exist, before they reach the database as casts that fail.
+func checkIDs(d *Descriptor, parentID, id string) error {
+	if !validID(id) || (parentID != "" && !validID(parentID)) {
+		return notFound(d, id)
+	}
+	return nil
+}
+
+// withLocked runs fn in a transaction on the resource locked for update and returns the resource as fn left it.
+func (s *Service) withLocked(ctx context.Context, d *Descriptor, parentID, id string, fn func(tx Tx, r *Resource) error) (*Resource, error) {
+	if err := checkIDs(d, parentID, id); err != nil {
+		return nil, err
+	}
+	var out *Resource
+	err := s.store.InTx(ctx, func(tx Tx) error {
+		r, err := tx.Lock(d, parentID, id)
+		if err != nil {
+			return err
+		}
+		out = r
+		return fn(tx, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CreateInput is what a client sends to create a resource.
 type CreateInput struct {
 	Name   string
@@ -150,8 +178,8 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 
 // Get returns one resource; parentID, when set, must be its parent.
 func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
-	if !validID(id) || (parentID != "" && !validID(parentID)) {
-		return nil, notFound(d, id)
+	if err := checkIDs(d, parentID, id); err != nil {
+		return nil, err
 	}
 	return s.store.Get(ctx, d, parentID, id)
 }
@@ -185,20 +213,11 @@ func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions) (*R
 // Update applies p to a resource. ifMatch, when not nil, is the generation the client expects (else
 // CodeGenerationMismatch). The generation increments only when the spec changes semantically.
 func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string, p Patch, ifMatch *int64) (*Resource, error) {
-	if !validID(id) || (parentID != "" && !validID(parentID)) {
-		return nil, notFound(d, id)
-	}
 	if p.Labels == nil && p.Spec == nil {
 		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec and/or labels"}
 	}
 	caller := CallerFrom(ctx)
-	var out *Resource
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.Lock(d, parentID, id)
-		if err != nil {
-			return err
-		}
-		out = r
+	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if ifMatch != nil && *ifMatch != r.Generation {
 			return Errorf(CodeGenerationMismatch, "the %s is at generation %d, not %d", d.Kind, r.Generation, *ifMatch)
 		}
@@ -246,37 +265,20 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		}
 		return tx.Save(d, r)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Delete marks a resource and its descendants as deleting: each gets deleted time and caller and a new
 // generation, which tells adapters to clean up. A resource none of whose required adapters has anything to
 // finalize (a kind without required adapters) and that has no children left is removed at once.
 func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
-	if !validID(id) || (parentID != "" && !validID(parentID)) {
-		return nil, notFound(d, id)
-	}
 	by, now := CallerFrom(ctx).Name, s.now()
-	var out *Resource
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.Lock(d, parentID, id)
-		if err != nil {
-			return err
-		}
-		out = r
+	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if r.Deleting() {
 			return nil
 		}
-		_, err = s.markDeleted(tx, d, r, by, now)
+		_, err := s.markDeleted(tx, d, r, by, now)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // markDeleted marks r and its live descendants, re-aggregates them, and removes those that are already

@@ -157,8 +157,8 @@ func orEmptyObject(raw json.RawMessage) json.RawMessage {
 // CodeUnprocessable for a generation the resource has not reached, CodeStatusStale (nothing stored) for a report
 // older than the stored one.
 func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id string, rep StatusReport) (*AdapterStatus, bool, error) {
-	if !validID(id) || (parentID != "" && !validID(parentID)) {
-		return nil, false, notFound(d, id)
+	if err := checkIDs(d, parentID, id); err != nil {
+		return nil, false, err
 	}
 	now := s.now()
 	if err := ValidateReport(rep, now); err != nil {
@@ -265,16 +265,7 @@ func (s *Service) ListStatuses(ctx context.Context, d *Descriptor, parentID, id 
 // ForceDelete removes a resource and its whole subtree at once, whatever the adapters have reported. It returns
 // the resource as it was.
 func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
-	if !validID(id) || (parentID != "" && !validID(parentID)) {
-		return nil, notFound(d, id)
-	}
-	var out *Resource
-	err := s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.Lock(d, parentID, id)
-		if err != nil {
-			return err
-		}
-		out = r
+	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if err := tx.Remove(d, r.ID); err != nil {
 			return err
 		}
@@ -293,20 +284,15 @@ func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id s
 		_, err = s.removeIfDone(tx, d.Parent, parent, finalized)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
-// sameStatus compares two aggregates ignoring when they were computed.
+// sameStatus compares two aggregates ignoring when they were computed (last_updated_time).
 func sameStatus(a, b Status) bool {
 	if a.Phase != b.Phase || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}
 	for i := range a.Conditions {
 		x, y := a.Conditions[i], b.Conditions[i]
-		x.LastUpdatedTime, y.LastUpdatedTime = time.Time{}, time.Time{}
 		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
 			x.ObservedGeneration != y.ObservedGeneration || !x.LastTransitionTime.Equal(y.LastTransitionTime) {
 			return false
