@@ -315,3 +315,35 @@ func TestCheckFresh(t *testing.T) {
 		})
 	}
 }
+
+func TestSameStatus(t *testing.T) {
+	later := testNow.Add(time.Minute)
+	base := Status{Phase: PhaseReady, Conditions: []Condition{
+		{Type: "Ready", Status: ConditionTrue, Reason: "AllAdaptersReady", ObservedGeneration: 2, LastTransitionTime: testNow, LastUpdatedTime: testNow},
+	}}
+	with := func(change func(c *Condition, s *Status)) Status {
+		out := Status{Phase: base.Phase, Conditions: append([]Condition(nil), base.Conditions...)}
+		change(&out.Conditions[0], &out)
+		return out
+	}
+	tests := []struct {
+		name  string
+		other Status
+		want  bool
+	}{
+		{"identical", with(func(*Condition, *Status) {}), true},
+		{"only recomputed later", with(func(c *Condition, _ *Status) { c.LastUpdatedTime = later }), true},
+		{"phase", with(func(_ *Condition, s *Status) { s.Phase = PhaseDegraded }), false},
+		{"status", with(func(c *Condition, _ *Status) { c.Status = ConditionFalse }), false},
+		{"reason", with(func(c *Condition, _ *Status) { c.Reason = "Other" }), false},
+		{"message", with(func(c *Condition, _ *Status) { c.Message = "m" }), false},
+		{"generation", with(func(c *Condition, _ *Status) { c.ObservedGeneration = 3 }), false},
+		{"transition", with(func(c *Condition, _ *Status) { c.LastTransitionTime = later }), false},
+		{"more conditions", Status{Phase: PhaseReady, Conditions: append(append([]Condition(nil), base.Conditions...), Condition{Type: "X"})}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, sameStatus(base, tt.other))
+		})
+	}
+}
