@@ -116,21 +116,23 @@ func putStatus(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource, st *re
 }
 
 // pendingFor narrows a list to what adapter must look at. For a required adapter every resource has a row, so
-// the partial index on pending rows (plus the report-time index for resync) answers it; an adapter that is not
-// required may have no row at all, which only an anti-join can find.
+// the partial index of pending rows and the report-time index answer it; they are asked separately (UNION ALL)
+// and turned into an id array first (an InitPlan), because otherwise the planner may walk the fleet in list order
+// and probe each resource, which is a scan of the fleet. An adapter that is not required may have no row at
+// all, which only an anti-join can find.
 func pendingFor(q *gorm.DB, d *resource.Descriptor, adapter string, resync time.Duration) *gorm.DB {
-	cond := "pending"
+	sub := "SELECT resource_id FROM adapter_statuses WHERE kind = ? AND adapter = ? AND pending"
 	args := []any{d.Kind, adapter}
 	if resync > 0 {
-		cond = "(pending OR last_report_time < ?)"
-		args = append(args, time.Now().Add(-resync))
+		sub += " UNION ALL SELECT resource_id FROM adapter_statuses WHERE kind = ? AND adapter = ? AND last_report_time < ?"
+		args = append(args, d.Kind, adapter, time.Now().Add(-resync))
 	}
-	sub := "id IN (SELECT resource_id FROM adapter_statuses WHERE kind = ? AND adapter = ? AND " + cond + ")"
+	cond := "id = ANY(ARRAY(" + sub + "))"
 	if !slices.Contains(d.RequiredAdapters, adapter) {
-		sub = "(" + sub + " OR NOT EXISTS (SELECT 1 FROM adapter_statuses s WHERE s.resource_id = " + d.Table + ".id AND s.adapter = ?))"
+		cond = "(" + cond + " OR NOT EXISTS (SELECT 1 FROM adapter_statuses s WHERE s.resource_id = " + d.Table + ".id AND s.adapter = ?))"
 		args = append(args, adapter)
 	}
-	return q.Where(sub, args...)
+	return q.Where(cond, args...)
 }
 
 // SyncRequired implements resource.Store: placeholders for adapters that became required, none left for those
