@@ -161,11 +161,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Info("draining", "timeout", s.cfg.ShutdownTimeout.String())
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
-		var errs []error
 		for _, srv := range s.servers {
-			errs = append(errs, srv.Shutdown(shutdownCtx))
+			if err := srv.Shutdown(shutdownCtx); err != nil {
+				// Past the deadline whatever is still open is cut: a stuck client must not keep the process alive.
+				s.log.Warn("drain deadline passed; closing remaining connections", "error", err)
+				_ = srv.Close()
+			}
 		}
-		return errors.Join(errs...)
+		return nil
 	})
 	err := g.Wait()
 	s.log.Info("stopped")
