@@ -118,7 +118,7 @@ func (c DBConfig) DSN() (string, error) {
 	return u.String(), nil
 }
 
-// Validate reports configuration that cannot work, with the flag to change.
+// Validate reports configuration that cannot work for serve or migrate, with the flag to change.
 func (c Config) Validate() error {
 	switch c.Env {
 	case EnvDevelopment, EnvUnitTesting, EnvIntegrationTesting, EnvProduction:
@@ -130,9 +130,6 @@ func (c Config) Validate() error {
 	}
 	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
 		return fmt.Errorf("--db-sslmode=disable is refused in production")
-	}
-	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("--max-body-bytes %d is too small (at least 1024)", c.MaxBodyBytes)
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxBodyBytes < 1024 {
+		return nil, fmt.Errorf("--max-body-bytes %d is too small (at least 1024)", cfg.MaxBodyBytes)
+	}
 	s := &Server{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
@@ -254,6 +257,9 @@ func Open(ctx context.Context, dsn string, maxOpen int, debug bool) (*gorm.DB, *
 
 // RunMigrations applies the migrations to the configured (or embedded) database.
 func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	s := &Server{cfg: cfg, log: log}
 	defer s.close()
 	if err := s.openDatabase(ctx, false); err != nil {
