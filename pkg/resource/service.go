@@ -557,6 +557,11 @@ func NotFound(d *Descriptor, id string) error { return notFound(d, id) }
 // change of required adapters take effect for the whole fleet. progress, when not nil, is called after each
 // batch with the running total. It returns how many resources it recomputed.
 func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, progress func(done int)) (int, error) {
+	// Resources aggregated for the current set also got its placeholders when created: with none stale, there is
+	// nothing to sync, and a start-up over a large fleet stays cheap.
+	if stale, err := s.store.StaleAggregates(ctx, d, "", 1); err != nil || len(stale) == 0 {
+		return 0, err
+	}
 	if err := s.store.SyncRequired(ctx, d); err != nil {
 		return 0, err
 	}
