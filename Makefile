@@ -91,7 +91,7 @@ test-image: ## Build the local PostgreSQL image used by the tests and db/setup (
 	test/postgres-image/build.sh
 
 .PHONY: db/setup
-db/setup: secrets ## Start a PostgreSQL container on localhost:$(DB_PORT) and migrate it
+db/setup: secrets ## Start a PostgreSQL container on localhost:5434 (DB_PORT) and migrate it
 	docker run -d --name $(DB_CONTAINER) -e POSTGRES_DB=hyperfleet -p 127.0.0.1:$(DB_PORT):5432 $(DB_IMAGE)
 	@for i in $$(seq 1 60); do pg_isready -q -h 127.0.0.1 -p $(DB_PORT) && break; sleep 0.5; done
 	@sleep 1
