@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/swaggest/swgui/v5emb"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
@@ -72,6 +73,10 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 	}))
 	r.HandleFunc(BasePath, s.apiInfo).Methods(http.MethodGet)
 	r.HandleFunc("/openapi", s.openAPI).Methods(http.MethodGet)
+	// Swagger UI from assets embedded in the binary (no CDN), reading the public document above.
+	ui := v5emb.New("HyperFleet API", "/openapi?format=json", "/openapi-ui/")
+	r.Handle("/openapi-ui", http.RedirectHandler("/openapi-ui/", http.StatusMovedPermanently)).Methods(http.MethodGet)
+	r.PathPrefix("/openapi-ui/").Handler(ui).Methods(http.MethodGet)
 	api := r.PathPrefix(BasePath).Subrouter()
 	for _, d := range kinds {
 		if err := d.Check(); err != nil {

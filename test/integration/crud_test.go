@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -287,5 +288,30 @@ func TestAPIInfoAndOpenAPIDocument(t *testing.T) {
 		require.NotContains(t, body, "x-hyperfleet-internal")
 		require.NotContains(t, body, "remediation", "internal fields are not published")
 		require.True(t, strings.Contains(body, "ClusterSpec"))
+	}
+}
+
+func TestSwaggerUIIsServedFromTheBinary(t *testing.T) {
+	s := startServer(t)
+	resp, err := http.Get(s.base + "/openapi-ui")
+	require.NoError(t, err)
+	page := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "swagger-ui")
+	require.Contains(t, page, "/openapi?format=json")
+	require.NotContains(t, page, "cdn", "no asset may come from a CDN")
+	// Every script and stylesheet the page names is served by the API itself.
+	assets := regexp.MustCompile(`(?:src|href)="([^"]+\.(?:js|css))"`).FindAllStringSubmatch(page, -1)
+	require.NotEmpty(t, assets)
+	for _, asset := range assets {
+		u := asset[1]
+		if !strings.HasPrefix(u, "/") {
+			u = "/openapi-ui/" + strings.TrimPrefix(u, "./")
+		}
+		r, err := http.Get(s.base + u)
+		require.NoError(t, err)
+		body := readAll(t, r)
+		require.Equal(t, http.StatusOK, r.StatusCode, u)
+		require.NotEmpty(t, body, u)
 	}
 }
