@@ -72,6 +72,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		}
 		p.Errors = &fields
 	}
+	if e.Code == resource.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hyperfleet"`)
+	}
 	w.Header().Set("Content-Type", problemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)

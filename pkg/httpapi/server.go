@@ -14,6 +14,7 @@ import (
 	"github.com/swaggest/swgui/v5emb"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -34,13 +35,16 @@ type Service interface {
 
 // Config tunes the HTTP edge.
 type Config struct {
-	Version       string // reported by GET /api/hyperfleet/v1
-	Build         string
-	MaxBodyBytes  int64
-	OpenAPIYAML   []byte // the public document served at /openapi
-	OpenAPIJSON   []byte
-	Authenticate  func(*http.Request) (resource.Caller, error) // nil: every caller is an admin (development)
-	MetricsPrefix string
+	Version      string // reported by GET /api/hyperfleet/v1
+	Build        string
+	MaxBodyBytes int64
+	OpenAPIYAML  []byte // the public document served at /openapi
+	OpenAPIJSON  []byte
+	// Authenticate returns who sent a request; nil turns authentication off and makes every caller a
+	// development admin.
+	Authenticate func(*http.Request) (auth.Identity, error)
+	// Authorize enforces roles per route (see auth.Authorize); off, every authenticated caller may do everything.
+	Authorize bool
 }
 
 // Server is the API's http.Handler.
@@ -90,17 +94,18 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		if d.Parent != nil {
 			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
 			// The flat list of every parent's children is read-only.
-			api.HandleFunc("/"+d.Plural, k.list).Methods(http.MethodGet)
+			api.Handle("/"+d.Plural, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
 		}
 		item := collection + "/{id}"
-		api.HandleFunc(collection, k.list).Methods(http.MethodGet)
-		api.HandleFunc(collection, k.create).Methods(http.MethodPost)
-		api.HandleFunc(item, k.get).Methods(http.MethodGet)
-		api.HandleFunc(item, k.patch).Methods(http.MethodPatch)
-		api.HandleFunc(item, k.remove).Methods(http.MethodDelete)
-		api.HandleFunc(item+"/statuses", k.listStatuses).Methods(http.MethodGet)
+		api.Handle(collection, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
+		api.Handle(collection, s.allow(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		api.Handle(item, s.allow(auth.ActionRead, k.get)).Methods(http.MethodGet)
+		api.Handle(item, s.allow(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
+		api.Handle(item, s.allow(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		api.Handle(item+"/statuses", s.allow(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
+		// Which adapter a report speaks for is in its body: putStatus authorizes once it has read it.
 		api.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
-		api.HandleFunc(item+"/force-delete", k.forceDelete).Methods(http.MethodPost)
+		api.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
 	r.Use(s.observe, s.authenticate, s.limitBody)
 	s.handler = r
@@ -110,19 +115,45 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// devAdmin is every caller while authentication is off.
+var devAdmin = auth.Identity{Subject: "dev-admin", Roles: []auth.Role{auth.RoleAdmin}}
+
+type callerIdentityKey struct{}
+
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller := resource.Caller{Name: "dev-admin", Admin: true}
+		id := devAdmin
 		if s.cfg.Authenticate != nil {
-			c, err := s.cfg.Authenticate(r)
-			if err != nil {
+			var err error
+			if id, err = s.cfg.Authenticate(r); err != nil {
 				writeError(w, r, s.log, err)
 				return
 			}
-			caller = c
 		}
-		setIdentity(r.Context(), caller.Name)
-		next.ServeHTTP(w, r.WithContext(resource.WithCaller(r.Context(), caller)))
+		setIdentity(r.Context(), id.Subject)
+		caller := resource.Caller{Name: id.Subject, Admin: !s.cfg.Authorize || id.HasRole(auth.RoleAdmin)}
+		ctx := context.WithValue(resource.WithCaller(r.Context(), caller), callerIdentityKey{}, id)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// authorize checks the request's identity for action (adapter: the adapter a status report speaks for).
+func (s *Server) authorize(r *http.Request, action auth.Action, adapter string) error {
+	if !s.cfg.Authorize {
+		return nil
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	return auth.Authorize(id, action, adapter)
+}
+
+// allow wraps a handler with the authorization of its route class.
+func (s *Server) allow(action auth.Action, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, action, ""); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		h(w, r)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -52,6 +53,10 @@ func presentStatus(st *resource.AdapterStatus) statusJSONOut {
 func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 	var body reportBody
 	if err := decodeStrict(r, &body); err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	if err := k.s.authorize(r, auth.ActionWriteStatus, body.Adapter); err != nil {
 		k.fail(w, r, err)
 		return
 	}

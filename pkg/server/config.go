@@ -4,6 +4,8 @@ package server
 
 import (
 	"fmt"
+
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"net/url"
 	"os"
 	"strings"
@@ -39,6 +41,12 @@ type Config struct {
 	EmbeddedDB      bool
 	EmbeddedDataDir string
 	EmbeddedPort    uint32
+
+	// Auth: bearer JWTs (EnableJWT) and roles (EnableAuthz; from the token or the ACL file).
+	EnableJWT   bool
+	EnableAuthz bool
+	JWT         auth.VerifierConfig
+	ACLFile     string
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}.
 	RequiredAdapters map[string][]string
@@ -127,6 +135,12 @@ func (c Config) Validate() error {
 	}
 	if c.Env == EnvProduction && c.EmbeddedDB {
 		return fmt.Errorf("--embedded-db is for development: production needs a real database (--db-url or --db-*-file)")
+	}
+	if c.EnableAuthz && !c.EnableJWT {
+		return fmt.Errorf("--enable-authz needs --enable-jwt: roles come from authenticated identities")
+	}
+	if c.EnableJWT && (c.JWT.JWKSURL == "") == (c.JWT.JWKSFile == "") {
+		return fmt.Errorf("--enable-jwt needs exactly one of --jwk-cert-url and --jwk-cert-file")
 	}
 	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
 		return fmt.Errorf("--db-sslmode=disable is refused in production")

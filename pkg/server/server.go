@@ -22,6 +22,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
@@ -96,13 +97,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"))
-	apiHandler, err := httpapi.NewServer(httpapi.Config{
+	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
-	}, svc, set.All, log, reg)
+		Authorize: cfg.EnableAuthz,
+	}
+	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	apiHandler, err := httpapi.NewServer(httpCfg, svc, set.All, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	log.Warn("authentication is OFF: every caller is an admin (development only)")
 
 	health := http.NewServeMux()
 	health.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -132,6 +137,41 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		})
 	}
 	return s, nil
+}
+
+// authenticator builds the request authenticator from the configuration: nil (with a loud warning) when JWT is
+// off; else a JWT verifier whose identities an ACL file, if given, assigns roles.
+func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*http.Request) (auth.Identity, error), error) {
+	if !cfg.EnableJWT {
+		log.Warn("authentication is OFF: every caller is an admin (development only; enable with --enable-jwt)")
+		return nil, nil
+	}
+	jwtCfg := cfg.JWT
+	jwtCfg.Logger = log
+	verifier, err := auth.NewVerifier(ctx, jwtCfg)
+	if err != nil {
+		return nil, fmt.Errorf("JWT verifier: %w", err)
+	}
+	var acl *auth.ACL
+	if cfg.ACLFile != "" {
+		if acl, err = auth.LoadACL(cfg.ACLFile); err != nil {
+			return nil, fmt.Errorf("--acl-file: %w", err)
+		}
+	}
+	if !cfg.EnableAuthz {
+		log.Warn("authorization is OFF: every authenticated caller is an admin (enable with --enable-authz)")
+	}
+	return func(r *http.Request) (auth.Identity, error) {
+		token, err := auth.BearerToken(r.Header.Get("Authorization"))
+		if err != nil {
+			return auth.Identity{}, err
+		}
+		id, err := verifier.Verify(r.Context(), token)
+		if err != nil || acl == nil {
+			return id, err
+		}
+		return acl.Apply(id), nil
+	}, nil
 }
 
 // APIAddr, HealthAddr and MetricsAddr are the bound addresses (useful with port 0).

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
 	"github.com/hyperfleet/hyperfleet/pkg/postgres"
@@ -23,7 +24,7 @@ import (
 )
 
 // startWithCallers serves the API with a test authenticator: the X-Test-Caller header names the caller and
-// "admin" makes it an admin. Authentication proper (JWT) is tested elsewhere; this isolates the admin rule.
+// "admin" makes it an admin, anyone else a user. Real tokens are tested in auth_test.go; this isolates the admin rule.
 func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 	tb.Helper()
 	db := harness.OpenGorm(tb, harness.NewDatabase(tb))
@@ -32,10 +33,15 @@ func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 	set, err := kinds.Build(doc, nil)
 	require.NoError(tb, err)
 	h, err := httpapi.NewServer(httpapi.Config{
-		Authenticate: func(r *http.Request) (resource.Caller, error) {
+		Authenticate: func(r *http.Request) (auth.Identity, error) {
 			name := r.Header.Get("X-Test-Caller")
-			return resource.Caller{Name: name, Admin: name == "admin"}, nil
+			role := auth.RoleUser
+			if name == "admin" {
+				role = auth.RoleAdmin
+			}
+			return auth.Identity{Subject: name, Roles: []auth.Role{role}}, nil
 		},
+		Authorize: true,
 	}, resource.NewService(postgres.NewStore(db, set.All), aggregate.Aggregator{}, set.All), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
 	require.NoError(tb, err)
 	ts := httptest.NewServer(h)

@@ -52,6 +52,7 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
 		DB:               server.DBConfig{URL: dsn, SSLMode: "disable", MaxOpenConns: 20},
 		RequiredAdapters: overrides.RequiredAdapters, Version: "test", Build: "test",
+		EnableJWT: overrides.EnableJWT, EnableAuthz: overrides.EnableAuthz, JWT: overrides.JWT, ACLFile: overrides.ACLFile,
 	}
 	if overrides.MaxBodyBytes != 0 {
 		cfg.MaxBodyBytes = overrides.MaxBodyBytes

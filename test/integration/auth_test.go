@@ -1,0 +1,150 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/harness"
+)
+
+const (
+	testIssuer   = "https://issuer.hyperfleet.test"
+	testAudience = "hyperfleet"
+)
+
+// startSecuredServer serves with JWT and roles on, trusting a development issuer whose tokens it returns a
+// minting function for.
+func startSecuredServer(tb testing.TB) (*apiServer, func(subject string, roles []auth.Role, adapter string) string) {
+	tb.Helper()
+	issuer, err := auth.LoadOrCreateDevIssuer(tb.TempDir())
+	require.NoError(tb, err)
+	s := startServerOn(tb, harness.NewDatabase(tb), server.Config{
+		RequiredAdapters: map[string][]string{"cluster": {"applier"}},
+		EnableJWT:        true, EnableAuthz: true,
+		JWT: auth.VerifierConfig{JWKSFile: issuer.JWKSPath(), Issuer: testIssuer, Audience: testAudience},
+	})
+	mint := func(subject string, roles []auth.Role, adapter string) string {
+		token, err := issuer.Mint(subject, roles, adapter, time.Hour, testIssuer, testAudience)
+		require.NoError(tb, err)
+		return token
+	}
+	return s, mint
+}
+
+func bearer(token string) api.RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+func TestRequestsNeedAValidToken(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	good := mint("alice", []auth.Role{auth.RoleViewer}, "")
+	for name, editor := range map[string]api.RequestEditorFn{
+		"no token": func(context.Context, *http.Request) error { return nil },
+		"not bearer": func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Basic YTpi")
+			return nil
+		},
+		"garbage":         bearer("not-a-jwt"),
+		"tampered":        bearer(good[:len(good)-4] + "AAAA"),
+		"unsigned (none)": bearer("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJzdWIiOiJtYWxsb3J5In0."),
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp, err := s.ListClustersWithResponse(ctx, nil, editor)
+			require.NoError(t, err)
+			problem(t, resp.HTTPResponse, resp.Body, http.StatusUnauthorized, "HYPERFLEET-AUT-001")
+			require.Equal(t, `Bearer realm="hyperfleet"`, resp.HTTPResponse.Header.Get("WWW-Authenticate"))
+			require.NotContains(t, string(resp.Body), good)
+		})
+	}
+	resp, err := s.ListClustersWithResponse(ctx, nil, bearer(good))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode())
+}
+
+func TestRolesAllowWhatTheContractSays(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "secured", Spec: clusterSpec("stable-4-16")}, admin)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	c := created.JSON201
+	require.Equal(t, "root", c.CreatedBy, "the identity is the token's subject")
+
+	type call func(n int, as api.RequestEditorFn) int
+	status := func(adapter string) call {
+		return func(n int, as api.RequestEditorFn) int {
+			resp, err := s.PostClusterStatusWithResponse(ctx, c.Id, report(adapter, 1, time.Now().UTC().Add(time.Duration(n)*time.Millisecond-time.Minute), available("True")), as)
+			require.NoError(t, err)
+			return resp.StatusCode()
+		}
+	}
+	calls := map[string]call{
+		"read": func(_ int, as api.RequestEditorFn) int {
+			resp, err := s.GetClusterWithResponse(ctx, c.Id, as)
+			require.NoError(t, err)
+			return resp.StatusCode()
+		},
+		"write resource": func(n int, as api.RequestEditorFn) int {
+			resp, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
+				api.ResourcePatch{Labels: &map[string]*string{"n": ptr(strings.Repeat("x", n%5+1))}}, as)
+			require.NoError(t, err)
+			return resp.StatusCode()
+		},
+		"write internal field": func(_ int, as api.RequestEditorFn) int {
+			resp, err := s.PatchClusterWithBodyWithResponse(ctx, c.Id, nil, "application/merge-patch+json",
+				strings.NewReader(`{"spec":{"hosted_cluster":{"platform":{"type":"Agent"}}}}`), as)
+			require.NoError(t, err)
+			return resp.StatusCode()
+		},
+		"status as applier": status("applier"),
+		"status as other":   status("other"),
+		"force-delete": func(_ int, as api.RequestEditorFn) int {
+			victim, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "victim-" + time.Now().Format("150405.000000")[7:], Spec: clusterSpec("s")}, admin)
+			require.NoError(t, err)
+			resp, err := s.ForceDeleteClusterWithResponse(ctx, victim.JSON201.Id, as)
+			require.NoError(t, err)
+			return resp.StatusCode()
+		},
+	}
+	const ok, forbidden, unprocessable = http.StatusOK, http.StatusForbidden, http.StatusUnprocessableEntity
+	matrix := []struct {
+		role    string
+		token   api.RequestEditorFn
+		allowed map[string]int
+	}{
+		{"viewer", bearer(mint("vera", []auth.Role{auth.RoleViewer}, "")), map[string]int{"read": ok}},
+		{"user", bearer(mint("uma", []auth.Role{auth.RoleUser}, "")), map[string]int{"read": ok, "write resource": ok, "write internal field": unprocessable}},
+		{"adapter", bearer(mint("svc-applier", []auth.Role{auth.RoleAdapter}, "applier")), map[string]int{"read": ok, "status as applier": ok}},
+		{"admin", admin, map[string]int{"read": ok, "write resource": ok, "write internal field": ok, "status as applier": ok, "status as other": ok, "force-delete": http.StatusNoContent}},
+	}
+	n := 0
+	for _, row := range matrix {
+		for name, do := range calls {
+			t.Run(row.role+" "+name, func(t *testing.T) {
+				n++
+				want, allowed := row.allowed[name]
+				if !allowed {
+					want = forbidden
+				}
+				got := do(n, row.token)
+				if want == ok && (got == http.StatusCreated) {
+					got = ok // a first report is 201, a later one 200: both are allowed
+				}
+				require.Equal(t, want, got)
+			})
+		}
+	}
+}
