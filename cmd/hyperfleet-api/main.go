@@ -46,7 +46,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newMigrateCommand())
+	root.AddCommand(newServeCommand(), newMigrateCommand(), newTokenCommand())
 	return root
 }
 

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/postgres"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -65,4 +69,34 @@ func TestBadConfigurationIsRefusedBeforeAnythingStarts(t *testing.T) {
 			require.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+func TestTokenCommandMintsWhatServeAccepts(t *testing.T) {
+	dir := t.TempDir()
+	mint := func(tb testing.TB, args ...string) string {
+		tb.Helper()
+		cmd := newRootCommand()
+		var out, errOut bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs(append([]string{"token", "--dir", dir}, args...))
+		require.NoError(tb, cmd.ExecuteContext(context.Background()))
+		require.Contains(tb, errOut.String(), "--jwk-cert-file "+filepath.Join(dir, "dev-jwks.json"))
+		return strings.TrimSpace(out.String())
+	}
+	token := mint(t, "--subject", "alice", "--roles", "viewer")
+	verifier, err := auth.NewVerifier(context.Background(), auth.VerifierConfig{
+		JWKSFile: filepath.Join(dir, "dev-jwks.json"), Issuer: devTokenIssuer, Audience: devTokenAudience,
+	})
+	require.NoError(t, err)
+	id, err := verifier.Verify(context.Background(), token)
+	require.NoError(t, err)
+	require.Equal(t, auth.Identity{Subject: "alice", Roles: []auth.Role{auth.RoleViewer}}, id)
+	// The key is made once: a second token verifies with the same JWKS.
+	_, err = verifier.Verify(context.Background(), mint(t, "--roles", "admin"))
+	require.NoError(t, err)
+
+	require.ErrorContains(t, run(t, "token", "--dir", dir, "--roles", "root"), "unknown role")
+	t.Setenv("HYPERFLEET_ENV", "production")
+	require.ErrorContains(t, run(t, "token", "--dir", dir), "production")
 }
