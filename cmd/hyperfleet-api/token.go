@@ -61,7 +61,7 @@ printed on stderr to accept such tokens.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "serve accepts it with: --enable-jwt --enable-authz --jwk-cert-file %s --jwt-issuer %s --jwt-audience %s\n",
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "serve accepts it with: --enable-jwt --enable-authz --jwk-cert-file %s --jwt-issuer %s --jwt-audience %s\n",
 				dev.JWKSPath(), issuer, audience)
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), token)
 			return err
