@@ -98,6 +98,12 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 			o.cfg.DB.SSLMode = "verify-full"
 		}
 	}
+	if o.cfg.RateLimit < 0 {
+		o.cfg.RateLimit = 0
+		if o.cfg.Env == server.EnvProduction {
+			o.cfg.RateLimit = 100
+		}
+	}
 	if !o.cfg.EmbeddedDB && o.cfg.Env == server.EnvDevelopment && !o.cfg.DB.Configured() {
 		o.cfg.EmbeddedDB = true
 	}
@@ -150,6 +156,8 @@ func newServeCommand() *cobra.Command {
 	fs.StringVar(&o.cfg.JWT.IdentityClaim, "jwt-identity-claim", "sub", "claim that names the caller")
 	fs.StringVar(&o.cfg.JWT.RolesClaim, "jwt-roles-claim", "roles", "claim with the caller's roles (ignored with --acl-file)")
 	fs.StringVar(&o.cfg.ACLFile, "acl-file", "", "YAML/JSON file mapping identities to roles and adapter names (see pkg/auth)")
+	fs.Float64Var(&o.cfg.RateLimit, "rate-limit", -1, "requests per second each identity may make; 0 = unlimited (default: 100 in production, unlimited otherwise)")
+	fs.IntVar(&o.cfg.RateBurst, "rate-limit-burst", 0, "burst above --rate-limit (default: one second's worth)")
 	fs.BoolVar(&o.cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the metrics listener")
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
 	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable)")

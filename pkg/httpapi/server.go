@@ -45,6 +45,10 @@ type Config struct {
 	Authenticate func(*http.Request) (auth.Identity, error)
 	// Authorize enforces roles per route (see auth.Authorize); off, every authenticated caller may do everything.
 	Authorize bool
+	// RateLimit is the sustained requests per second each identity may make (0: unlimited), RateBurst the
+	// bucket size (0: one second's worth).
+	RateLimit float64
+	RateBurst int
 }
 
 // Server is the API's http.Handler.
@@ -53,6 +57,7 @@ type Server struct {
 	svc     Service
 	log     *slog.Logger
 	metrics *httpMetrics
+	limiter *identityLimiter
 	handler http.Handler
 }
 
@@ -67,6 +72,9 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		return nil, err
 	}
 	s.metrics = m
+	if cfg.RateLimit > 0 {
+		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
 	r := mux.NewRouter()
 	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
 	r.NotFoundHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +115,7 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		api.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
 		api.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
-	r.Use(s.observe, s.authenticate, s.limitBody)
+	r.Use(s.observe, s.authenticate, s.rateLimit, s.limitBody)
 	s.handler = r
 	return s, nil
 }

@@ -47,6 +47,9 @@ type Config struct {
 	EnableAuthz bool
 	JWT         auth.VerifierConfig
 	ACLFile     string
+	// RateLimit per identity (requests per second, 0 = unlimited) and its burst.
+	RateLimit float64
+	RateBurst int
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}.
 	RequiredAdapters map[string][]string

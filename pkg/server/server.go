@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"))
 	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
-		Authorize: cfg.EnableAuthz,
+		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err

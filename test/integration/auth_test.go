@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +23,19 @@ const (
 
 // startSecuredServer serves with JWT and roles on, trusting a development issuer whose tokens it returns a
 // minting function for.
-func startSecuredServer(tb testing.TB) (*apiServer, func(subject string, roles []auth.Role, adapter string) string) {
+func startSecuredServer(tb testing.TB, extra ...func(*server.Config)) (*apiServer, func(subject string, roles []auth.Role, adapter string) string) {
 	tb.Helper()
 	issuer, err := auth.LoadOrCreateDevIssuer(tb.TempDir())
 	require.NoError(tb, err)
-	s := startServerOn(tb, harness.NewDatabase(tb), server.Config{
+	cfg := server.Config{
 		RequiredAdapters: map[string][]string{"cluster": {"applier"}},
 		EnableJWT:        true, EnableAuthz: true,
 		JWT: auth.VerifierConfig{JWKSFile: issuer.JWKSPath(), Issuer: testIssuer, Audience: testAudience},
-	})
+	}
+	for _, f := range extra {
+		f(&cfg)
+	}
+	s := startServerOn(tb, harness.NewDatabase(tb), cfg)
 	mint := func(subject string, roles []auth.Role, adapter string) string {
 		token, err := issuer.Mint(subject, roles, adapter, time.Hour, testIssuer, testAudience)
 		require.NoError(tb, err)
@@ -147,4 +152,25 @@ func TestRolesAllowWhatTheContractSays(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestEachIdentityHasItsOwnRateLimit(t *testing.T) {
+	s, mint := startSecuredServer(t, func(c *server.Config) { c.RateLimit, c.RateBurst = 0.5, 3 })
+	ctx := ctxFor(t)
+	alice, bob := bearer(mint("alice", []auth.Role{auth.RoleViewer}, "")), bearer(mint("bob", []auth.Role{auth.RoleViewer}, ""))
+	for i := range 3 {
+		resp, err := s.ListClustersWithResponse(ctx, nil, alice)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), "request %d is within the burst", i)
+	}
+	limited, err := s.ListClustersWithResponse(ctx, nil, alice)
+	require.NoError(t, err)
+	problem(t, limited.HTTPResponse, limited.Body, http.StatusTooManyRequests, "HYPERFLEET-LMT-002")
+	retry, err := strconv.Atoi(limited.HTTPResponse.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.Positive(t, retry)
+	// Another identity has a bucket of its own.
+	resp, err := s.ListClustersWithResponse(ctx, nil, bob)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode())
 }

@@ -53,6 +53,7 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		DB:               server.DBConfig{URL: dsn, SSLMode: "disable", MaxOpenConns: 20},
 		RequiredAdapters: overrides.RequiredAdapters, Version: "test", Build: "test",
 		EnableJWT: overrides.EnableJWT, EnableAuthz: overrides.EnableAuthz, JWT: overrides.JWT, ACLFile: overrides.ACLFile,
+		RateLimit: overrides.RateLimit, RateBurst: overrides.RateBurst,
 	}
 	if overrides.MaxBodyBytes != 0 {
 		cfg.MaxBodyBytes = overrides.MaxBodyBytes
