@@ -34,6 +34,12 @@ type Config struct {
 	MaxBodyBytes       int64
 	// EnablePprof serves Go's profiler under /debug/pprof/ on the metrics listener.
 	EnablePprof bool
+	// HTTPS for the API, health and metrics listeners, each switched on separately, with one key pair.
+	EnableHTTPS        bool
+	EnableHealthHTTPS  bool
+	EnableMetricsHTTPS bool
+	HTTPSCertFile      string
+	HTTPSKeyFile       string
 
 	DB DBConfig
 
@@ -138,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.Env == EnvProduction && c.EmbeddedDB {
 		return fmt.Errorf("--embedded-db is for development: production needs a real database (--db-url or --db-*-file)")
+	}
+	if (c.EnableHTTPS || c.EnableHealthHTTPS || c.EnableMetricsHTTPS) && (c.HTTPSCertFile == "" || c.HTTPSKeyFile == "") {
+		return fmt.Errorf("HTTPS needs --https-cert-file and --https-key-file")
 	}
 	if c.EnableAuthz && !c.EnableJWT {
 		return fmt.Errorf("--enable-authz needs --enable-jwt: roles come from authenticated identities")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -121,13 +122,24 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		metrics.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 
+	var cert *certificate
+	if cfg.EnableHTTPS || cfg.EnableHealthHTTPS || cfg.EnableMetricsHTTPS {
+		if cert, err = loadCertificate(cfg.HTTPSCertFile, cfg.HTTPSKeyFile); err != nil {
+			return nil, err
+		}
+	}
 	for _, l := range []struct {
 		name, addr string
 		h          http.Handler
-	}{{"api", cfg.APIBindAddress, apiHandler}, {"health", cfg.HealthBindAddress, health}, {"metrics", cfg.MetricsBindAddress, metrics}} {
+		https      bool
+	}{{"api", cfg.APIBindAddress, apiHandler, cfg.EnableHTTPS}, {"health", cfg.HealthBindAddress, health, cfg.EnableHealthHTTPS},
+		{"metrics", cfg.MetricsBindAddress, metrics, cfg.EnableMetricsHTTPS}} {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			return nil, fmt.Errorf("%s listener on %s: %w", l.name, l.addr, err)
+		}
+		if l.https {
+			ln = tls.NewListener(ln, cert.config())
 		}
 		s.lns = append(s.lns, ln)
 		s.servers = append(s.servers, &http.Server{
