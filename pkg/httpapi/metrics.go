@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
 type httpMetrics struct {
@@ -36,4 +38,38 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 func (m *httpMetrics) observe(method, route string, status int, elapsed time.Duration) {
 	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
+}
+
+// DomainMetrics counts status writes and aggregation outcomes; it is the resource.Observer the server installs.
+type DomainMetrics struct {
+	statusWrites *prometheus.CounterVec
+	aggregations *prometheus.CounterVec
+}
+
+// NewDomainMetrics registers the status-write and aggregation series with reg.
+func NewDomainMetrics(reg prometheus.Registerer) (*DomainMetrics, error) {
+	m := &DomainMetrics{
+		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_status_writes_total", Help: "Adapter status reports by resource kind and outcome (created, updated, stale, invalid, error).",
+		}, []string{"kind", "outcome"}),
+		aggregations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_aggregations_total", Help: "Aggregations on status writes by resource kind, resulting phase and whether the aggregate changed.",
+		}, []string{"kind", "phase", "changed"}),
+	}
+	for _, c := range []prometheus.Collector{m.statusWrites, m.aggregations} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register domain metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// StatusWritten implements resource.Observer.
+func (m *DomainMetrics) StatusWritten(kind, outcome string) {
+	m.statusWrites.WithLabelValues(kind, outcome).Inc()
+}
+
+// Aggregated implements resource.Observer.
+func (m *DomainMetrics) Aggregated(kind string, phase resource.Phase, changed bool) {
+	m.aggregations.WithLabelValues(kind, string(phase), strconv.FormatBool(changed)).Inc()
 }

@@ -66,11 +66,26 @@ type Aggregator interface {
 	Aggregate(d *Descriptor, r *Resource, reports []AdapterStatus, now time.Time) (status Status, finalized bool)
 }
 
+// Observer is told the outcome of status writes and aggregations, for metrics.
+type Observer interface {
+	// StatusWritten reports one status report about a resource of kind: "created", "updated", "stale",
+	// "invalid" or "error".
+	StatusWritten(kind, outcome string)
+	// Aggregated reports a recomputed aggregate of a resource of kind and whether it differed from the stored one.
+	Aggregated(kind string, phase Phase, changed bool)
+}
+
+type noObserver struct{}
+
+func (noObserver) StatusWritten(string, string)   {}
+func (noObserver) Aggregated(string, Phase, bool) {}
+
 // Service applies the API's rules to any kind of resource.
 type Service struct {
 	store    Store
 	agg      Aggregator
 	children map[*Descriptor][]*Descriptor
+	observer Observer
 	now      func() time.Time
 }
 
@@ -82,9 +97,12 @@ func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
 			children[k.Parent] = append(children[k.Parent], k)
 		}
 	}
-	return &Service{store: store, agg: agg, children: children,
+	return &Service{store: store, agg: agg, children: children, observer: noObserver{},
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
+
+// Observe makes o the service's observer; call it while wiring, before serving.
+func (s *Service) Observe(o Observer) { s.observer = o }
 
 // checkIDs answers CodeNotFound for ids that cannot exist, before they reach the database as casts that fail.
 func checkIDs(d *Descriptor, parentID, id string) error {

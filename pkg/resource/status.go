@@ -162,6 +162,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 	}
 	now := s.now()
 	if err := ValidateReport(rep, now); err != nil {
+		s.observer.StatusWritten(d.Kind, "invalid")
 		return nil, false, err
 	}
 	rep.ObservedTime = rep.ObservedTime.UTC().Truncate(time.Microsecond)
@@ -213,8 +214,10 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 			reports = append(reports, *st)
 		}
 		status, finalized := s.agg.Aggregate(d, r, reports, now)
+		changed := !sameStatus(status, r.Status)
+		s.observer.Aggregated(d.Kind, status.Phase, changed)
 		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
-		if !sameStatus(status, r.Status) {
+		if changed {
 			r.Status = status
 			if err := tx.Save(d, r); err != nil {
 				return err
@@ -223,10 +226,25 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		_, err = s.removeIfDone(tx, d, r, finalized)
 		return err
 	})
+	s.observer.StatusWritten(d.Kind, statusOutcome(created, err))
 	if err != nil {
 		return nil, false, err
 	}
 	return out, created, nil
+}
+
+func statusOutcome(created bool, err error) string {
+	switch {
+	case err == nil && created:
+		return "created"
+	case err == nil:
+		return "updated"
+	case ErrorCode(err) == CodeStatusStale:
+		return "stale"
+	case ErrorCode(err) == CodeInternal || ErrorCode(err) == CodeUnavailable:
+		return "error"
+	}
+	return "invalid"
 }
 
 // checkFresh refuses a report that would replace a newer one: an older generation, or the same generation

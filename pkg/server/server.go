@@ -78,7 +78,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, fmt.Errorf("public openapi document: %w", err)
 	}
-	svc := resource.NewService(postgres.NewStore(s.db, set.All), aggregate.Aggregator{}, set.All)
+	store := postgres.NewStore(s.db, set.All)
+	svc := resource.NewService(store, aggregate.Aggregator{}, set.All)
 	// A change of required adapters since the last start must not leave aggregates computed for the old set.
 	for _, d := range set.All {
 		start := time.Now()
@@ -97,7 +98,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"))
+		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"), postgres.NewPhaseCollector(store, set.All))
+	domainMetrics, err := httpapi.NewDomainMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	svc.Observe(domainMetrics)
 	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

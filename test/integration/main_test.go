@@ -25,9 +25,10 @@ func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 // apiServer is one running hyperfleet-api and a client for it.
 type apiServer struct {
 	*api.ClientWithResponses
-	base   string
-	health string
-	dsn    string
+	base    string
+	health  string
+	metrics string
+	dsn     string
 }
 
 // startServer serves a fresh database on loopback ports and stops it when the test ends. Clusters and node
@@ -78,7 +79,8 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 	base := "http://" + srv.APIAddr()
 	client, err := api.NewClientWithResponses(base, api.WithHTTPClient(&http.Client{Transport: transport}))
 	require.NoError(tb, err)
-	return &apiServer{ClientWithResponses: client, base: base, health: "http://" + srv.HealthAddr(), dsn: dsn}
+	return &apiServer{ClientWithResponses: client, base: base, health: "http://" + srv.HealthAddr(),
+		metrics: "http://" + srv.MetricsAddr(), dsn: dsn}
 }
 
 func ctxFor(tb testing.TB) context.Context {

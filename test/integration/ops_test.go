@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,5 +63,29 @@ func TestHealthEndpoints(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode, path)
 		require.Equal(t, "ok\n", readAll(t, resp))
+	}
+}
+
+func TestMetricsExposeTheNamedSeries(t *testing.T) {
+	s := startServer(t)
+	c := createCluster(t, s, "measured", nil)
+	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC().Add(-time.Second), available("False")), http.StatusCreated)
+	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC().Add(-time.Minute), available("True")), http.StatusConflict)
+
+	resp, err := http.Get(s.metrics + "/metrics")
+	require.NoError(t, err)
+	body := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, series := range []string{
+		`hyperfleet_api_requests_total{code="201",method="POST",route="/api/hyperfleet/v1/clusters"} 1`,
+		`hyperfleet_api_request_duration_seconds_bucket{method="POST",route="/api/hyperfleet/v1/clusters/{id}/statuses"`,
+		`hyperfleet_status_writes_total{kind="Cluster",outcome="created"} 1`,
+		`hyperfleet_status_writes_total{kind="Cluster",outcome="stale"} 1`,
+		`hyperfleet_aggregations_total{changed="true",kind="Cluster",phase="Progressing"} 1`,
+		`hyperfleet_resources{kind="Cluster",phase="Progressing"} 1`,
+		`go_sql_open_connections{db_name="hyperfleet"}`,
+		`process_cpu_seconds_total`,
+	} {
+		require.Contains(t, body, series)
 	}
 }
