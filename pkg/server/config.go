@@ -53,6 +53,11 @@ type Config struct {
 	EnableAuthz bool
 	JWT         auth.VerifierConfig
 	ACLFile     string
+	// Tracing exports OpenTelemetry spans over OTLP/HTTP (off by default).
+	EnableTracing    bool
+	OTLPEndpoint     string
+	TraceSampleRatio float64
+
 	// RateLimit per identity (requests per second, 0 = unlimited) and its burst.
 	RateLimit float64
 	RateBurst int
@@ -147,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if (c.EnableHTTPS || c.EnableHealthHTTPS || c.EnableMetricsHTTPS) && (c.HTTPSCertFile == "" || c.HTTPSKeyFile == "") {
 		return fmt.Errorf("HTTPS needs --https-cert-file and --https-key-file")
+	}
+	if c.EnableTracing && (c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1) {
+		return fmt.Errorf("--trace-sample-ratio %g must be between 0 and 1", c.TraceSampleRatio)
 	}
 	if c.EnableAuthz && !c.EnableJWT {
 		return fmt.Errorf("--enable-authz needs --enable-jwt: roles come from authenticated identities")

@@ -41,6 +41,7 @@ type Server struct {
 	embedded *embeddeddb.Server
 	servers  []*http.Server
 	lns      []net.Listener
+	tracing  *tracing
 	draining atomic.Bool
 }
 
@@ -111,9 +112,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	apiHandler, err := httpapi.NewServer(httpCfg, svc, set.All, log, reg)
-	if err != nil {
+	var apiHandler http.Handler
+	if apiHandler, err = httpapi.NewServer(httpCfg, svc, set.All, log, reg); err != nil {
 		return nil, err
+	}
+	if cfg.EnableTracing {
+		if s.tracing, err = startTracing(ctx, cfg); err != nil {
+			return nil, err
+		}
+		apiHandler = s.tracing.wrap(apiHandler)
 	}
 
 	health := http.NewServeMux()
@@ -332,6 +339,13 @@ func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
 }
 
 func (s *Server) close() {
+	if s.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tracing.shutdown(ctx); err != nil {
+			s.log.Warn("flush traces", "error", err)
+		}
+		cancel()
+	}
 	for _, ln := range s.lns {
 		_ = ln.Close()
 	}

@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +69,38 @@ func TestListenersServeHTTPSWhereEnabled(t *testing.T) {
 		defer func() { _ = resp.Body.Close() }()
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	}
+}
+
+func TestRequestsAreTracedToTheOTLPEndpoint(t *testing.T) {
+	var mu sync.Mutex
+	var exports []string
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		exports = append(exports, r.URL.Path+" "+r.Header.Get("Content-Type")+" "+strconv.Itoa(len(body)))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	cfg := Config{
+		Env: EnvIntegrationTesting, APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
+		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20, DB: DBConfig{URL: harness.NewDatabase(t), SSLMode: "disable"},
+		EnableTracing: true, OTLPEndpoint: collector.URL + "/v1/traces", TraceSampleRatio: 1,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	resp, err := http.Get("http://" + srv.APIAddr() + "/api/hyperfleet/v1/clusters")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// Stopping flushes the batch.
+	cancel()
+	require.NoError(t, <-done)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, exports, "no spans reached the collector")
+	require.Contains(t, exports[0], "/v1/traces application/x-protobuf")
 }
