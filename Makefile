@@ -14,6 +14,10 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The adapters whose reports make a resource Ready in `make run` (see README, "How adapters report").
 REQUIRED_ADAPTERS ?= cluster=hostedcluster-applier;nodepool=hivelocity-provisioner
+# Where `hyperfleet-api token` keeps the development signing key (its default, spelled out for serve).
+DEV_ISSUER_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev-issuer
+DEV_AUTH_FLAGS := --enable-jwt --enable-authz --jwk-cert-file $(DEV_ISSUER_DIR)/dev-jwks.json \
+	--jwt-issuer hyperfleet-dev --jwt-audience hyperfleet
 
 DB_CONTAINER ?= hyperfleet-db
 DB_IMAGE     ?= hyperfleet/postgres:15
@@ -33,8 +37,10 @@ install: ## Install the binaries into $GOPATH/bin
 	go install -ldflags "$(LDFLAGS)" ./cmd/...
 
 .PHONY: run
-run: build ## Run the API on :8000 with a private embedded PostgreSQL (no setup needed)
-	$(BIN)/hyperfleet-api serve --embedded-db --required-adapters '$(REQUIRED_ADAPTERS)'
+run: build ## Run the API on :8000 with an embedded PostgreSQL and development tokens (no setup needed)
+	@echo "user token (bin/hyperfleet-api token --roles viewer|user|adapter|admin mints others):" >&2
+	@$(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject developer --roles user 2>/dev/null
+	$(BIN)/hyperfleet-api serve --embedded-db $(DEV_AUTH_FLAGS) --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: run-no-auth
 run-no-auth: build ## Run the API without authentication (every caller is an admin)

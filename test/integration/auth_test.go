@@ -76,6 +76,14 @@ func TestRequestsNeedAValidToken(t *testing.T) {
 	resp, err := s.ListClustersWithResponse(ctx, nil, bearer(good))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode())
+
+	// The API's description is public.
+	for _, path := range []string{"/api/hyperfleet/v1", "/openapi", "/openapi?format=json", "/openapi-ui/"} {
+		r, err := http.Get(s.base + path)
+		require.NoError(t, err)
+		_ = readAll(t, r)
+		require.Equal(t, http.StatusOK, r.StatusCode, path)
+	}
 }
 
 func TestRolesAllowWhatTheContractSays(t *testing.T) {
