@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,4 +183,31 @@ func TestEachIdentityHasItsOwnRateLimit(t *testing.T) {
 	resp, err := s.ListClustersWithResponse(ctx, nil, bob)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode())
+}
+
+func TestTheACLFileDecidesRoles(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl.yaml")
+	require.NoError(t, os.WriteFile(acl, []byte("users: {carol: [viewer]}\nadapters: {svc-applier: applier}\nadmins: [root]\n"), 0o600))
+	s, mint := startSecuredServer(t, func(c *server.Config) { c.ACLFile = acl })
+	ctx := ctxFor(t)
+	// Roles in the token do not count once an ACL decides: carol's admin claim gives her only viewer.
+	carol := bearer(mint("carol", []auth.Role{auth.RoleAdmin}, ""))
+	resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "acl", Spec: clusterSpec("s")}, carol)
+	require.NoError(t, err)
+	problem(t, resp.HTTPResponse, resp.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+
+	root := bearer(mint("root", nil, ""))
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "acl", Spec: clusterSpec("s")}, root)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+
+	applier := bearer(mint("svc-applier", nil, ""))
+	st, err := s.PostClusterStatusWithResponse(ctx, created.JSON201.Id, report("applier", 1, time.Now().UTC(), available("True")), applier)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, st.StatusCode(), "body: %s", st.Body)
+
+	stranger := bearer(mint("mallory", []auth.Role{auth.RoleAdmin}, ""))
+	list, err := s.ListClustersWithResponse(ctx, nil, stranger)
+	require.NoError(t, err)
+	problem(t, list.HTTPResponse, list.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
 }
