@@ -157,7 +157,7 @@ func (c *Client) Graph(ctx context.Context, channel, arch string) (*Graph, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, u, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, c.statusError(resp, channel, arch)
