@@ -1,0 +1,82 @@
+package cincinnatisim
+
+import (
+	"net/http"
+	"time"
+)
+
+// PublishRequest is the body of POST /admin/publish and POST /admin/remove (payload is ignored by remove).
+type PublishRequest struct {
+	Channel string `json:"channel"`
+	Arch    string `json:"arch"`
+	Version string `json:"version"`
+	Payload string `json:"payload,omitempty"`
+}
+
+// FaultRequest is the body of POST /admin/fault.
+type FaultRequest struct {
+	Kind      FaultKind `json:"kind"`
+	LatencyMS int       `json:"latency_ms,omitempty"`
+	Count     int       `json:"count,omitempty"`
+}
+
+// AdminHandler returns the admin endpoints, for the binary and for tests that drive the simulator over HTTP:
+//
+//	POST   /admin/publish  PublishRequest → 204 (Publish)
+//	POST   /admin/remove   PublishRequest → 204, or 404 if the release was absent (Remove)
+//	POST   /admin/fault    FaultRequest   → 204 (SetFault)
+//	DELETE /admin/fault                   → 204 (ClearFaults)
+//	GET    /admin/requests                → {"requests": n} (Requests)
+//
+// Invalid bodies get 400 with a {kind,value} body.
+func (s *Simulator) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /admin/publish", func(w http.ResponseWriter, r *http.Request) {
+		var req PublishRequest
+		if err := readJSON(r, &req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{KindInvalidParams, err.Error()})
+			return
+		}
+		if err := s.Publish(req.Channel, req.Arch, req.Version, req.Payload); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{KindInvalidParams, err.Error()})
+			return
+		}
+		s.logger.Info("published release", "channel", req.Channel, "arch", req.Arch, "version", req.Version)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /admin/remove", func(w http.ResponseWriter, r *http.Request) {
+		var req PublishRequest
+		if err := readJSON(r, &req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{KindInvalidParams, err.Error()})
+			return
+		}
+		if !s.Remove(req.Channel, req.Arch, req.Version) {
+			writeJSON(w, http.StatusNotFound, errorBody{KindInvalidParams, "release not found"})
+			return
+		}
+		s.logger.Info("removed release", "channel", req.Channel, "arch", req.Arch, "version", req.Version)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /admin/fault", func(w http.ResponseWriter, r *http.Request) {
+		var req FaultRequest
+		err := readJSON(r, &req)
+		if err == nil {
+			err = s.SetFault(Fault{Kind: req.Kind, Latency: time.Duration(req.LatencyMS) * time.Millisecond, Count: req.Count})
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{KindInvalidParams, err.Error()})
+			return
+		}
+		s.logger.Info("fault set", "kind", req.Kind, "latency_ms", req.LatencyMS, "count", req.Count)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /admin/fault", func(w http.ResponseWriter, _ *http.Request) {
+		s.ClearFaults()
+		s.logger.Info("faults cleared")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /admin/requests", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]int{"requests": s.Requests()})
+	})
+	return mux
+}
