@@ -181,38 +181,25 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 
-	s := &Server{
-		dsn:     buildDSN(cfg.Port, cfg.Database),
-		logPath: logPath,
-		log:     logger,
-		exited:  make(chan struct{}),
-	}
-	s.cmd = exec.Command(filepath.Join(cfg.BinariesPath, "bin", "postgres"),
-		"-D", pgdata,
-		"-p", port,
-		"-k", runDir,
-		"-c", "listen_addresses=127.0.0.1",
-	)
-	s.cmd.Dir = dataDir // the inherited cwd may not be accessible to the postgres user
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("embeddeddb: starting postgres: %w", err)
-	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
-
-	if err := s.awaitReady(ctx, runDir, port, cfg.Database); err != nil {
-		select {
-		case <-s.exited: // nothing left to stop, and err already says how it ended
-		default:
-			if stopErr := s.Stop(); stopErr != nil {
-				logger.Warn("stopping embedded postgres after failed start", "error", stopErr)
-			}
+	// A postmaster killed moments ago leaves children that hold its shared memory for a little while longer, and
+	// postgres refuses to start until they are gone: that one failure is waited out, briefly.
+	var s *Server
+	for attempt := 1; ; attempt++ {
+		if s, err = launch(ctx, cfg, dataDir, pgdata, port, runDir, logPath, logFile, cred, logger); err == nil {
+			break
 		}
-		return nil, fmt.Errorf("embeddeddb: %w%s", err, logTail(logPath))
+		if attempt >= sharedMemoryRetries || !strings.Contains(logTail(logPath), "pre-existing shared memory block") {
+			return nil, err
+		}
+		logger.Info("waiting for the processes of a killed server to release its shared memory", "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("embeddeddb: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+		if err := logFile.Truncate(0); err != nil {
+			return nil, fmt.Errorf("embeddeddb: truncating server log: %w", err)
+		}
 	}
 	logger.Info("embedded postgres ready", "elapsed_ms", time.Since(begin).Milliseconds(), "dsn", s.dsn)
 	return s, nil
@@ -474,4 +461,47 @@ func initCluster(ctx context.Context, binaries, dataDir string, logFile *os.File
 	}
 	logger.Info("initialized embedded postgres data directory", "elapsed_ms", time.Since(begin).Milliseconds())
 	return nil
+}
+
+// sharedMemoryRetries bounds how long Start waits out a killed server's lingering processes (× 250 ms).
+const sharedMemoryRetries = 20
+
+// launch starts the postgres process and waits until it accepts connections; on failure the error carries the
+// tail of the server log and nothing is left running.
+func launch(ctx context.Context, cfg Config, dataDir, pgdata, port, runDir, logPath string, logFile *os.File,
+	cred *syscall.Credential, logger *slog.Logger) (*Server, error) {
+	s := &Server{
+		dsn:     buildDSN(cfg.Port, cfg.Database),
+		logPath: logPath,
+		log:     logger,
+		exited:  make(chan struct{}),
+	}
+	s.cmd = exec.Command(filepath.Join(cfg.BinariesPath, "bin", "postgres"),
+		"-D", pgdata,
+		"-p", port,
+		"-k", runDir,
+		"-c", "listen_addresses=127.0.0.1",
+	)
+	s.cmd.Dir = dataDir // the inherited cwd may not be accessible to the postgres user
+	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("embeddeddb: starting postgres: %w", err)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+
+	if err := s.awaitReady(ctx, runDir, port, cfg.Database); err != nil {
+		select {
+		case <-s.exited: // nothing left to stop, and err already says how it ended
+		default:
+			if stopErr := s.Stop(); stopErr != nil {
+				logger.Warn("stopping embedded postgres after failed start", "error", stopErr)
+			}
+		}
+		return nil, fmt.Errorf("embeddeddb: %w%s", err, logTail(logPath))
+	}
+	return s, nil
 }
