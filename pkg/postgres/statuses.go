@@ -13,28 +13,24 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
-// statusRow is one adapter's report about one resource. Besides the report it carries a copy of the resource's
-// generation and deleting flag, so that whether the adapter still has work on the resource ("pending", a
-// generated column) is a property of this row alone and a partial index can answer pending_for without
-// touching the fleet. Required adapters get a placeholder row (observed_generation 0) when the resource is
-// created, so "never reported" is pending too.
+// statusRow is one adapter's report about one resource as read back. The table also carries a copy of the
+// resource's generation and deleting flag, so that whether the adapter still has work on the resource
+// ("pending", a generated column) is a property of the row alone and a partial index answers pending_for without
+// touching the fleet; required adapters get a placeholder row (observed_generation 0) when the resource is
+// created, so "never reported" is pending too. Those columns are written by SQL and never read into Go.
 type statusRow struct {
-	ResourceID          string
-	Kind                string
-	Adapter             string
-	ObservedGeneration  int64
-	ObservedTime        *time.Time
-	Conditions          []byte
-	Data                []byte
-	Metadata            []byte
-	CreatedTime         time.Time
-	LastReportTime      *time.Time
-	ResourceGeneration  int64
-	ResourceDeleting    bool
-	FinalizedGeneration int64
+	ResourceID         string
+	Adapter            string
+	ObservedGeneration int64
+	ObservedTime       *time.Time
+	Conditions         []byte
+	Data               []byte
+	Metadata           []byte
+	CreatedTime        time.Time
+	LastReportTime     *time.Time
 }
 
-const statusColumns = "resource_id, kind, adapter, observed_generation, observed_time, conditions, data, metadata, created_time, last_report_time"
+const statusColumns = "resource_id, adapter, observed_generation, observed_time, conditions, data, metadata, created_time, last_report_time"
 
 func (w *statusRow) toStatus() (resource.AdapterStatus, error) {
 	st := resource.AdapterStatus{

@@ -278,7 +278,7 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		}
 		r.UpdatedTime, r.UpdatedBy = s.now(), caller.Name
 		// A new generation makes every adapter's report out of date: the aggregate must say so at once.
-		if err := s.reaggregate(tx, d, []*Resource{r}); err != nil {
+		if _, err := s.reaggregateOne(tx, d, r); err != nil {
 			return err
 		}
 		return tx.Save(d, r)
@@ -355,22 +355,8 @@ func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool
 	return true, err
 }
 
-// reaggregate recomputes the status of resources of kind d from their stored reports (one query for all).
-func (s *Service) reaggregate(tx Tx, d *Descriptor, rs []*Resource) error {
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		ids[i] = r.ID
-	}
-	reports, err := tx.Statuses(ids)
-	if err != nil {
-		return err
-	}
-	for _, r := range rs {
-		r.Status, _ = s.agg.Aggregate(d, r, reports[r.ID], s.now())
-	}
-	return nil
-}
-
+// reaggregateOne recomputes r's status from its stored reports and reports whether its required adapters have
+// all finalized it.
 func (s *Service) reaggregateOne(tx Tx, d *Descriptor, r *Resource) (bool, error) {
 	reports, err := tx.Statuses([]string{r.ID})
 	if err != nil {

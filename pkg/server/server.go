@@ -274,7 +274,7 @@ func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
 			return err
 		}
 	}
-	db, sqlDB, err := Open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug)
+	db, sqlDB, err := open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug)
 	if err != nil {
 		return err
 	}
@@ -287,8 +287,8 @@ func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
 	return nil
 }
 
-// Open connects GORM to dsn with a bounded pool and checks the connection.
-func Open(ctx context.Context, dsn string, maxOpen int, debug bool) (*gorm.DB, *sql.DB, error) {
+// open connects GORM to dsn with a bounded pool and checks the connection.
+func open(ctx context.Context, dsn string, maxOpen int, debug bool) (*gorm.DB, *sql.DB, error) {
 	level := gormlogger.Silent
 	if debug {
 		level = gormlogger.Info
