@@ -13,7 +13,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The adapters whose reports make a resource Ready in `make run` (see README, "How adapters report").
-REQUIRED_ADAPTERS ?= cluster=hostedcluster-applier;nodepool=hivelocity-provisioner
+REQUIRED_ADAPTERS ?= versionstream=version-resolver;cluster=hostedcluster-applier;nodepool=hivelocity-provisioner
 # Where `hyperfleet-api token` keeps the development signing key (its default, spelled out for serve).
 DEV_ISSUER_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev-issuer
 DEV_AUTH_FLAGS := --enable-jwt --enable-authz --jwk-cert-file $(DEV_ISSUER_DIR)/dev-jwks.json \

@@ -215,13 +215,16 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 		}
 		return ids[:min(len(ids), cfg.clusters)], nil
 	}
+	if err := ensureStream(ctx, client, loadStream); err != nil {
+		return nil, err
+	}
 	ids := make([]openapitypes.UUID, cfg.clusters)
 	envs := []string{"prod", "staging", "dev", "test"}
 	create := phase(ctx, cfg, "create", cfg.clusters, func(ctx context.Context, i int) (int, error) {
 		labels := api.Labels{"env": envs[i%len(envs)], "shard": fmt.Sprint(i % 100)}
 		resp, err := client.CreateClusterWithResponse(ctx, api.ClusterCreate{
 			Name: fmt.Sprintf("%s-%d", cfg.prefix, i), Labels: &labels,
-			Spec: api.ClusterSpec{VersionStream: "stable-4-16"},
+			Spec: api.ClusterSpec{VersionStream: loadStream},
 		})
 		if err != nil {
 			return 0, err
@@ -237,6 +240,21 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 		return nil, fmt.Errorf("no cluster was created")
 	}
 	return live, nil
+}
+
+// loadStream is the VersionStream the load's clusters name.
+const loadStream = "load-4-16"
+
+// ensureStream creates the named stream unless it exists.
+func ensureStream(ctx context.Context, client *api.ClientWithResponses, name string) error {
+	resp, err := client.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: name, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
+	if err != nil {
+		return fmt.Errorf("create version stream %s: %w", name, err)
+	}
+	if resp.StatusCode() != http.StatusCreated && resp.StatusCode() != http.StatusConflict {
+		return fmt.Errorf("create version stream %s: %d %s", name, resp.StatusCode(), resp.Body)
+	}
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }

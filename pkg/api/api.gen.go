@@ -38,16 +38,16 @@ func (e ClusterSpecHostedClusterControllerAvailabilityPolicy) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterEtcdManagementType.
 const (
-	Managed   ClusterSpecHostedClusterEtcdManagementType = "Managed"
-	Unmanaged ClusterSpecHostedClusterEtcdManagementType = "Unmanaged"
+	ClusterSpecHostedClusterEtcdManagementTypeManaged   ClusterSpecHostedClusterEtcdManagementType = "Managed"
+	ClusterSpecHostedClusterEtcdManagementTypeUnmanaged ClusterSpecHostedClusterEtcdManagementType = "Unmanaged"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterEtcdManagementType enum.
 func (e ClusterSpecHostedClusterEtcdManagementType) Valid() bool {
 	switch e {
-	case Managed:
+	case ClusterSpecHostedClusterEtcdManagementTypeManaged:
 		return true
-	case Unmanaged:
+	case ClusterSpecHostedClusterEtcdManagementTypeUnmanaged:
 		return true
 	default:
 		return false
@@ -74,16 +74,16 @@ func (e ClusterSpecHostedClusterInfrastructureAvailabilityPolicy) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterNetworkingNetworkType.
 const (
-	OVNKubernetes ClusterSpecHostedClusterNetworkingNetworkType = "OVNKubernetes"
-	Other         ClusterSpecHostedClusterNetworkingNetworkType = "Other"
+	ClusterSpecHostedClusterNetworkingNetworkTypeOVNKubernetes ClusterSpecHostedClusterNetworkingNetworkType = "OVNKubernetes"
+	ClusterSpecHostedClusterNetworkingNetworkTypeOther         ClusterSpecHostedClusterNetworkingNetworkType = "Other"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterNetworkingNetworkType enum.
 func (e ClusterSpecHostedClusterNetworkingNetworkType) Valid() bool {
 	switch e {
-	case OVNKubernetes:
+	case ClusterSpecHostedClusterNetworkingNetworkTypeOVNKubernetes:
 		return true
-	case Other:
+	case ClusterSpecHostedClusterNetworkingNetworkTypeOther:
 		return true
 	default:
 		return false
@@ -92,19 +92,19 @@ func (e ClusterSpecHostedClusterNetworkingNetworkType) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterPlatformType.
 const (
-	Agent    ClusterSpecHostedClusterPlatformType = "Agent"
-	KubeVirt ClusterSpecHostedClusterPlatformType = "KubeVirt"
-	None     ClusterSpecHostedClusterPlatformType = "None"
+	ClusterSpecHostedClusterPlatformTypeAgent    ClusterSpecHostedClusterPlatformType = "Agent"
+	ClusterSpecHostedClusterPlatformTypeKubeVirt ClusterSpecHostedClusterPlatformType = "KubeVirt"
+	ClusterSpecHostedClusterPlatformTypeNone     ClusterSpecHostedClusterPlatformType = "None"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterPlatformType enum.
 func (e ClusterSpecHostedClusterPlatformType) Valid() bool {
 	switch e {
-	case Agent:
+	case ClusterSpecHostedClusterPlatformTypeAgent:
 		return true
-	case KubeVirt:
+	case ClusterSpecHostedClusterPlatformTypeKubeVirt:
 		return true
-	case None:
+	case ClusterSpecHostedClusterPlatformTypeNone:
 		return true
 	default:
 		return false
@@ -113,25 +113,25 @@ func (e ClusterSpecHostedClusterPlatformType) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterServicesService.
 const (
-	APIServer    ClusterSpecHostedClusterServicesService = "APIServer"
-	Ignition     ClusterSpecHostedClusterServicesService = "Ignition"
-	Konnectivity ClusterSpecHostedClusterServicesService = "Konnectivity"
-	OAuthServer  ClusterSpecHostedClusterServicesService = "OAuthServer"
-	OVNSbDb      ClusterSpecHostedClusterServicesService = "OVNSbDb"
+	ClusterSpecHostedClusterServicesServiceAPIServer    ClusterSpecHostedClusterServicesService = "APIServer"
+	ClusterSpecHostedClusterServicesServiceIgnition     ClusterSpecHostedClusterServicesService = "Ignition"
+	ClusterSpecHostedClusterServicesServiceKonnectivity ClusterSpecHostedClusterServicesService = "Konnectivity"
+	ClusterSpecHostedClusterServicesServiceOAuthServer  ClusterSpecHostedClusterServicesService = "OAuthServer"
+	ClusterSpecHostedClusterServicesServiceOVNSbDb      ClusterSpecHostedClusterServicesService = "OVNSbDb"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterServicesService enum.
 func (e ClusterSpecHostedClusterServicesService) Valid() bool {
 	switch e {
-	case APIServer:
+	case ClusterSpecHostedClusterServicesServiceAPIServer:
 		return true
-	case Ignition:
+	case ClusterSpecHostedClusterServicesServiceIgnition:
 		return true
-	case Konnectivity:
+	case ClusterSpecHostedClusterServicesServiceKonnectivity:
 		return true
-	case OAuthServer:
+	case ClusterSpecHostedClusterServicesServiceOAuthServer:
 		return true
-	case OVNSbDb:
+	case ClusterSpecHostedClusterServicesServiceOVNSbDb:
 		return true
 	default:
 		return false
@@ -140,19 +140,19 @@ func (e ClusterSpecHostedClusterServicesService) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterServicesType.
 const (
-	LoadBalancer ClusterSpecHostedClusterServicesType = "LoadBalancer"
-	NodePort     ClusterSpecHostedClusterServicesType = "NodePort"
-	Route        ClusterSpecHostedClusterServicesType = "Route"
+	ClusterSpecHostedClusterServicesTypeLoadBalancer ClusterSpecHostedClusterServicesType = "LoadBalancer"
+	ClusterSpecHostedClusterServicesTypeNodePort     ClusterSpecHostedClusterServicesType = "NodePort"
+	ClusterSpecHostedClusterServicesTypeRoute        ClusterSpecHostedClusterServicesType = "Route"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterServicesType enum.
 func (e ClusterSpecHostedClusterServicesType) Valid() bool {
 	switch e {
-	case LoadBalancer:
+	case ClusterSpecHostedClusterServicesTypeLoadBalancer:
 		return true
-	case NodePort:
+	case ClusterSpecHostedClusterServicesTypeNodePort:
 		return true
-	case Route:
+	case ClusterSpecHostedClusterServicesTypeRoute:
 		return true
 	default:
 		return false
@@ -203,25 +203,76 @@ func (e ReportedConditionStatus) Valid() bool {
 
 // Defines values for ResourceStatusPhase.
 const (
-	Degraded    ResourceStatusPhase = "Degraded"
-	Deleting    ResourceStatusPhase = "Deleting"
-	Pending     ResourceStatusPhase = "Pending"
-	Progressing ResourceStatusPhase = "Progressing"
-	Ready       ResourceStatusPhase = "Ready"
+	ResourceStatusPhaseDegraded    ResourceStatusPhase = "Degraded"
+	ResourceStatusPhaseDeleting    ResourceStatusPhase = "Deleting"
+	ResourceStatusPhasePending     ResourceStatusPhase = "Pending"
+	ResourceStatusPhaseProgressing ResourceStatusPhase = "Progressing"
+	ResourceStatusPhaseReady       ResourceStatusPhase = "Ready"
 )
 
 // Valid indicates whether the value is a known member of the ResourceStatusPhase enum.
 func (e ResourceStatusPhase) Valid() bool {
 	switch e {
-	case Degraded:
+	case ResourceStatusPhaseDegraded:
 		return true
-	case Deleting:
+	case ResourceStatusPhaseDeleting:
 		return true
-	case Pending:
+	case ResourceStatusPhasePending:
 		return true
-	case Progressing:
+	case ResourceStatusPhaseProgressing:
 		return true
-	case Ready:
+	case ResourceStatusPhaseReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VersionStreamSpecArch.
+const (
+	VersionStreamSpecArchAmd64   VersionStreamSpecArch = "amd64"
+	VersionStreamSpecArchArm64   VersionStreamSpecArch = "arm64"
+	VersionStreamSpecArchMulti   VersionStreamSpecArch = "multi"
+	VersionStreamSpecArchPpc64le VersionStreamSpecArch = "ppc64le"
+	VersionStreamSpecArchS390x   VersionStreamSpecArch = "s390x"
+)
+
+// Valid indicates whether the value is a known member of the VersionStreamSpecArch enum.
+func (e VersionStreamSpecArch) Valid() bool {
+	switch e {
+	case VersionStreamSpecArchAmd64:
+		return true
+	case VersionStreamSpecArchArm64:
+		return true
+	case VersionStreamSpecArchMulti:
+		return true
+	case VersionStreamSpecArchPpc64le:
+		return true
+	case VersionStreamSpecArchS390x:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for VersionStreamSpecChannelGroup.
+const (
+	VersionStreamSpecChannelGroupCandidate VersionStreamSpecChannelGroup = "candidate"
+	VersionStreamSpecChannelGroupEus       VersionStreamSpecChannelGroup = "eus"
+	VersionStreamSpecChannelGroupFast      VersionStreamSpecChannelGroup = "fast"
+	VersionStreamSpecChannelGroupStable    VersionStreamSpecChannelGroup = "stable"
+)
+
+// Valid indicates whether the value is a known member of the VersionStreamSpecChannelGroup enum.
+func (e VersionStreamSpecChannelGroup) Valid() bool {
+	switch e {
+	case VersionStreamSpecChannelGroupCandidate:
+		return true
+	case VersionStreamSpecChannelGroupEus:
+		return true
+	case VersionStreamSpecChannelGroupFast:
+		return true
+	case VersionStreamSpecChannelGroupStable:
 		return true
 	default:
 		return false
@@ -538,6 +589,75 @@ type ResourceStatus struct {
 // ResourceStatusPhase defines model for ResourceStatus.Phase.
 type ResourceStatusPhase string
 
+// VersionStream defines model for VersionStream.
+type VersionStream struct {
+	CreatedBy   string             `json:"created_by"`
+	CreatedTime time.Time          `json:"created_time"`
+	DeletedBy   *string            `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
+	Generation  int64              `json:"generation"`
+	Href        string             `json:"href"`
+	Id          openapi_types.UUID `json:"id"`
+	Kind        string             `json:"kind"`
+
+	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels Labels `json:"labels"`
+	Name   string `json:"name"`
+
+	// Spec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
+	// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
+	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+	Spec        VersionStreamSpec `json:"spec"`
+	Status      ResourceStatus    `json:"status"`
+	UpdatedBy   string            `json:"updated_by"`
+	UpdatedTime time.Time         `json:"updated_time"`
+}
+
+// VersionStreamCreate defines model for VersionStreamCreate.
+type VersionStreamCreate struct {
+	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels *Labels `json:"labels,omitempty"`
+	Name   string  `json:"name"`
+
+	// Spec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
+	// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
+	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+	Spec VersionStreamSpec `json:"spec"`
+}
+
+// VersionStreamList defines model for VersionStreamList.
+type VersionStreamList struct {
+	Items []VersionStream `json:"items"`
+
+	// Kind Example: VersionStreamList
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int64  `json:"total"`
+}
+
+// VersionStreamSpec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
+// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
+// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+type VersionStreamSpec struct {
+	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+	Arch *VersionStreamSpecArch `json:"arch,omitempty"`
+
+	// ChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
+	ChannelGroup *VersionStreamSpecChannelGroup `json:"channel_group,omitempty"`
+
+	// TargetVersion OpenShift major.minor, e.g. `4.16`.
+	//
+	// Example: 4.16
+	TargetVersion string `json:"target_version"`
+}
+
+// VersionStreamSpecArch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+type VersionStreamSpecArch string
+
+// VersionStreamSpecChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
+type VersionStreamSpecChannelGroup string
+
 // ClusterId defines model for cluster_id.
 type ClusterId = openapi_types.UUID
 
@@ -570,6 +690,9 @@ type Search = string
 
 // Size defines model for size.
 type Size = int
+
+// VersionstreamId defines model for versionstream_id.
+type VersionstreamId = openapi_types.UUID
 
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
@@ -703,6 +826,44 @@ type ListNodePoolsParams struct {
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
 }
 
+// ListVersionStreamsParams defines parameters for ListVersionStreams.
+type ListVersionStreamsParams struct {
+	// Page 1-based page number.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size Items per page.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
+	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
+	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// Order Comma-separated sort keys, each a field (`id name generation created_time updated_time`) and optional
+	// `asc`/`desc`. Default `created_time asc`. Ties are broken by `id`.
+	Order *Order `form:"order,omitempty" json:"order,omitempty"`
+
+	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
+
+	// IncludeDeleted Also return resources that are being deleted.
+	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+}
+
+// PatchVersionStreamParams defines parameters for PatchVersionStream.
+type PatchVersionStreamParams struct {
+	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreate
 
@@ -732,6 +893,21 @@ type PostClusterStatusJSONRequestBody = AdapterStatusReport
 
 // PutClusterStatusJSONRequestBody defines body for PutClusterStatus for application/json ContentType.
 type PutClusterStatusJSONRequestBody = AdapterStatusReport
+
+// CreateVersionStreamJSONRequestBody defines body for CreateVersionStream for application/json ContentType.
+type CreateVersionStreamJSONRequestBody = VersionStreamCreate
+
+// PatchVersionStreamJSONRequestBody defines body for PatchVersionStream for application/json ContentType.
+type PatchVersionStreamJSONRequestBody = ResourcePatch
+
+// PatchVersionStreamApplicationMergePatchPlusJSONRequestBody defines body for PatchVersionStream for application/merge-patch+json ContentType.
+type PatchVersionStreamApplicationMergePatchPlusJSONRequestBody = ResourcePatch
+
+// PostVersionStreamStatusJSONRequestBody defines body for PostVersionStreamStatus for application/json ContentType.
+type PostVersionStreamStatusJSONRequestBody = AdapterStatusReport
+
+// PutVersionStreamStatusJSONRequestBody defines body for PutVersionStreamStatus for application/json ContentType.
+type PutVersionStreamStatusJSONRequestBody = AdapterStatusReport
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1018,6 +1194,109 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListVersionStreams List version streams
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams (the `ListVersionStreams` operationId).
+	ListVersionStreams(ctx context.Context, params *ListVersionStreamsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateVersionStreamWithBody Create a version stream
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+	CreateVersionStreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateVersionStream Create a version stream
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+	CreateVersionStream(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteVersionStream Delete a version stream
+	//
+	// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
+	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
+	DeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetVersionStream Get a version stream
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `GetVersionStream` operationId).
+	GetVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStreamWithBody(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStream(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStreamWithApplicationMergePatchPlusJSONBody(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForceDeleteVersionStream Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
+	ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListVersionStreamStatuses List the adapters' latest reports
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `ListVersionStreamStatuses` operationId).
+	ListVersionStreamStatuses(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostVersionStreamStatusWithBody Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+	PostVersionStreamStatusWithBody(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostVersionStreamStatus Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+	PostVersionStreamStatus(ctx context.Context, versionstreamId VersionstreamId, body PostVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutVersionStreamStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+	PutVersionStreamStatusWithBody(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutVersionStreamStatus Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+	PutVersionStreamStatus(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetAPIInfo API version and build
@@ -1522,6 +1801,249 @@ func (c *Client) PutClusterStatus(ctx context.Context, clusterId ClusterId, body
 // Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 func (c *Client) ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListNodePoolsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListVersionStreams List version streams
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams (the `ListVersionStreams` operationId).
+func (c *Client) ListVersionStreams(ctx context.Context, params *ListVersionStreamsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListVersionStreamsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateVersionStreamWithBody Create a version stream
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+func (c *Client) CreateVersionStreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVersionStreamRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateVersionStream Create a version stream
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+func (c *Client) CreateVersionStream(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVersionStreamRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteVersionStream Delete a version stream
+//
+// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
+// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+//
+// Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
+func (c *Client) DeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteVersionStreamRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetVersionStream Get a version stream
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `GetVersionStream` operationId).
+func (c *Client) GetVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetVersionStreamRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *Client) PatchVersionStreamWithBody(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchVersionStreamRequestWithBody(c.Server, versionstreamId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *Client) PatchVersionStream(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchVersionStreamRequest(c.Server, versionstreamId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *Client) PatchVersionStreamWithApplicationMergePatchPlusJSONBody(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchVersionStreamRequestWithApplicationMergePatchPlusJSONBody(c.Server, versionstreamId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForceDeleteVersionStream Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
+func (c *Client) ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForceDeleteVersionStreamRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListVersionStreamStatuses List the adapters' latest reports
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `ListVersionStreamStatuses` operationId).
+func (c *Client) ListVersionStreamStatuses(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListVersionStreamStatusesRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostVersionStreamStatusWithBody Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+func (c *Client) PostVersionStreamStatusWithBody(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVersionStreamStatusRequestWithBody(c.Server, versionstreamId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostVersionStreamStatus Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+func (c *Client) PostVersionStreamStatus(ctx context.Context, versionstreamId VersionstreamId, body PostVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostVersionStreamStatusRequest(c.Server, versionstreamId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutVersionStreamStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+func (c *Client) PutVersionStreamStatusWithBody(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutVersionStreamStatusRequestWithBody(c.Server, versionstreamId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutVersionStreamStatus Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+func (c *Client) PutVersionStreamStatus(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutVersionStreamStatusRequest(c.Server, versionstreamId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2722,6 +3244,487 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 	return req, nil
 }
 
+// NewListVersionStreamsRequest constructs an http.Request for the ListVersionStreams method
+func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Fields != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "fields", *params.Fields, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateVersionStreamRequest calls the generic CreateVersionStream builder with application/json body
+func NewCreateVersionStreamRequest(server string, body CreateVersionStreamJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateVersionStreamRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateVersionStreamRequestWithBody constructs an http.Request for the CreateVersionStream method, with any body, and a specified content type
+func NewCreateVersionStreamRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteVersionStreamRequest constructs an http.Request for the DeleteVersionStream method
+func NewDeleteVersionStreamRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetVersionStreamRequest constructs an http.Request for the GetVersionStream method
+func NewGetVersionStreamRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchVersionStreamRequest calls the generic PatchVersionStream builder with application/json body
+func NewPatchVersionStreamRequest(server string, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchVersionStreamRequestWithBody(server, versionstreamId, params, "application/json", bodyReader)
+}
+
+// NewPatchVersionStreamRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchVersionStream builder with application/merge-patch+json body
+func NewPatchVersionStreamRequestWithApplicationMergePatchPlusJSONBody(server string, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchVersionStreamRequestWithBody(server, versionstreamId, params, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchVersionStreamRequestWithBody constructs an http.Request for the PatchVersionStream method, with any body, and a specified content type
+func NewPatchVersionStreamRequestWithBody(server string, versionstreamId VersionstreamId, params *PatchVersionStreamParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewForceDeleteVersionStreamRequest constructs an http.Request for the ForceDeleteVersionStream method
+func NewForceDeleteVersionStreamRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/force-delete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListVersionStreamStatusesRequest constructs an http.Request for the ListVersionStreamStatuses method
+func NewListVersionStreamStatusesRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostVersionStreamStatusRequest calls the generic PostVersionStreamStatus builder with application/json body
+func NewPostVersionStreamStatusRequest(server string, versionstreamId VersionstreamId, body PostVersionStreamStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostVersionStreamStatusRequestWithBody(server, versionstreamId, "application/json", bodyReader)
+}
+
+// NewPostVersionStreamStatusRequestWithBody constructs an http.Request for the PostVersionStreamStatus method, with any body, and a specified content type
+func NewPostVersionStreamStatusRequestWithBody(server string, versionstreamId VersionstreamId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutVersionStreamStatusRequest calls the generic PutVersionStreamStatus builder with application/json body
+func NewPutVersionStreamStatusRequest(server string, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutVersionStreamStatusRequestWithBody(server, versionstreamId, "application/json", bodyReader)
+}
+
+// NewPutVersionStreamStatusRequestWithBody constructs an http.Request for the PutVersionStreamStatus method, with any body, and a specified content type
+func NewPutVersionStreamStatusRequestWithBody(server string, versionstreamId VersionstreamId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3001,6 +4004,119 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePoolsWithResponse(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*ListNodePoolsResponse, error)
+
+	// ListVersionStreamsWithResponse List version streams
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams (the `ListVersionStreams` operationId).
+	ListVersionStreamsWithResponse(ctx context.Context, params *ListVersionStreamsParams, reqEditors ...RequestEditorFn) (*ListVersionStreamsResponse, error)
+
+	// CreateVersionStreamWithBodyWithResponse Create a version stream
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+	CreateVersionStreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
+
+	// CreateVersionStreamWithResponse Create a version stream
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+	CreateVersionStreamWithResponse(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
+
+	// DeleteVersionStreamWithResponse Delete a version stream
+	//
+	// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
+	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
+	DeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*DeleteVersionStreamResponse, error)
+
+	// GetVersionStreamWithResponse Get a version stream
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `GetVersionStream` operationId).
+	GetVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*GetVersionStreamResponse, error)
+
+	// PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStreamWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error)
+
+	// PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error)
+
+	// PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+	PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error)
+
+	// ForceDeleteVersionStreamWithResponse Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
+	ForceDeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ForceDeleteVersionStreamResponse, error)
+
+	// ListVersionStreamStatusesWithResponse List the adapters' latest reports
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `ListVersionStreamStatuses` operationId).
+	ListVersionStreamStatusesWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ListVersionStreamStatusesResponse, error)
+
+	// PostVersionStreamStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+	PostVersionStreamStatusWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVersionStreamStatusResponse, error)
+
+	// PostVersionStreamStatusWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+	PostVersionStreamStatusWithResponse(ctx context.Context, versionstreamId VersionstreamId, body PostVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVersionStreamStatusResponse, error)
+
+	// PutVersionStreamStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+	PutVersionStreamStatusWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutVersionStreamStatusResponse, error)
+
+	// PutVersionStreamStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+	PutVersionStreamStatusWithResponse(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutVersionStreamStatusResponse, error)
 }
 
 type GetAPIInfoResponse struct {
@@ -4343,6 +5459,621 @@ func (r ListNodePoolsResponse) ContentType() string {
 	return ""
 }
 
+type ListVersionStreamsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VersionStreamList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListVersionStreamsResponse) GetJSON200() *VersionStreamList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListVersionStreamsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListVersionStreamsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListVersionStreamsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListVersionStreamsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListVersionStreamsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListVersionStreamsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateVersionStreamResponse201Headers the declared response headers of an HTTP 201 response for CreateVersionStream
+type CreateVersionStreamResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateVersionStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *VersionStream
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateVersionStreamResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateVersionStreamResponse) GetJSON201() *VersionStream {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateVersionStreamResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateVersionStreamResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateVersionStreamResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateVersionStreamResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateVersionStreamResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateVersionStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateVersionStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateVersionStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateVersionStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteVersionStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *VersionStream
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteVersionStreamResponse) GetJSON202() *VersionStream {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteVersionStreamResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteVersionStreamResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteVersionStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteVersionStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteVersionStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteVersionStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetVersionStreamResponse200Headers the declared response headers of an HTTP 200 response for GetVersionStream
+type GetVersionStreamResponse200Headers struct {
+	ETag *string
+}
+
+type GetVersionStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VersionStream
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetVersionStreamResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetVersionStreamResponse) GetJSON200() *VersionStream {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetVersionStreamResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetVersionStreamResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetVersionStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetVersionStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetVersionStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetVersionStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PatchVersionStreamResponse200Headers the declared response headers of an HTTP 200 response for PatchVersionStream
+type PatchVersionStreamResponse200Headers struct {
+	ETag *string
+}
+
+type PatchVersionStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VersionStream
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PatchVersionStreamResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchVersionStreamResponse) GetJSON200() *VersionStream {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PatchVersionStreamResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchVersionStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchVersionStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchVersionStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchVersionStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ForceDeleteVersionStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForceDeleteVersionStreamResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForceDeleteVersionStreamResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForceDeleteVersionStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForceDeleteVersionStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForceDeleteVersionStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForceDeleteVersionStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListVersionStreamStatusesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdapterStatusList
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListVersionStreamStatusesResponse) GetJSON200() *AdapterStatusList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListVersionStreamStatusesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListVersionStreamStatusesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListVersionStreamStatusesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListVersionStreamStatusesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListVersionStreamStatusesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListVersionStreamStatusesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostVersionStreamStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostVersionStreamStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostVersionStreamStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostVersionStreamStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostVersionStreamStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostVersionStreamStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostVersionStreamStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PostVersionStreamStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PostVersionStreamStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostVersionStreamStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostVersionStreamStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostVersionStreamStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutVersionStreamStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutVersionStreamStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutVersionStreamStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutVersionStreamStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutVersionStreamStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutVersionStreamStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutVersionStreamStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutVersionStreamStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutVersionStreamStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutVersionStreamStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutVersionStreamStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutVersionStreamStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetAPIInfoWithResponse API version and build
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4757,6 +6488,203 @@ func (c *ClientWithResponses) ListNodePoolsWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseListNodePoolsResponse(rsp)
+}
+
+// ListVersionStreamsWithResponse List version streams
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams (the `ListVersionStreams` operationId).
+func (c *ClientWithResponses) ListVersionStreamsWithResponse(ctx context.Context, params *ListVersionStreamsParams, reqEditors ...RequestEditorFn) (*ListVersionStreamsResponse, error) {
+	rsp, err := c.ListVersionStreams(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListVersionStreamsResponse(rsp)
+}
+
+// CreateVersionStreamWithBodyWithResponse Create a version stream
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+func (c *ClientWithResponses) CreateVersionStreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
+	rsp, err := c.CreateVersionStreamWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateVersionStreamResponse(rsp)
+}
+
+// CreateVersionStreamWithResponse Create a version stream
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
+func (c *ClientWithResponses) CreateVersionStreamWithResponse(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
+	rsp, err := c.CreateVersionStream(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateVersionStreamResponse(rsp)
+}
+
+// DeleteVersionStreamWithResponse Delete a version stream
+//
+// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
+// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
+func (c *ClientWithResponses) DeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*DeleteVersionStreamResponse, error) {
+	rsp, err := c.DeleteVersionStream(ctx, versionstreamId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteVersionStreamResponse(rsp)
+}
+
+// GetVersionStreamWithResponse Get a version stream
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `GetVersionStream` operationId).
+func (c *ClientWithResponses) GetVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*GetVersionStreamResponse, error) {
+	rsp, err := c.GetVersionStream(ctx, versionstreamId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetVersionStreamResponse(rsp)
+}
+
+// PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *ClientWithResponses) PatchVersionStreamWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error) {
+	rsp, err := c.PatchVersionStreamWithBody(ctx, versionstreamId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchVersionStreamResponse(rsp)
+}
+
+// PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *ClientWithResponses) PatchVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error) {
+	rsp, err := c.PatchVersionStream(ctx, versionstreamId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchVersionStreamResponse(rsp)
+}
+
+// PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
+func (c *ClientWithResponses) PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error) {
+	rsp, err := c.PatchVersionStreamWithApplicationMergePatchPlusJSONBody(ctx, versionstreamId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchVersionStreamResponse(rsp)
+}
+
+// ForceDeleteVersionStreamWithResponse Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
+func (c *ClientWithResponses) ForceDeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ForceDeleteVersionStreamResponse, error) {
+	rsp, err := c.ForceDeleteVersionStream(ctx, versionstreamId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForceDeleteVersionStreamResponse(rsp)
+}
+
+// ListVersionStreamStatusesWithResponse List the adapters' latest reports
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `ListVersionStreamStatuses` operationId).
+func (c *ClientWithResponses) ListVersionStreamStatusesWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ListVersionStreamStatusesResponse, error) {
+	rsp, err := c.ListVersionStreamStatuses(ctx, versionstreamId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListVersionStreamStatusesResponse(rsp)
+}
+
+// PostVersionStreamStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+func (c *ClientWithResponses) PostVersionStreamStatusWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostVersionStreamStatusResponse, error) {
+	rsp, err := c.PostVersionStreamStatusWithBody(ctx, versionstreamId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVersionStreamStatusResponse(rsp)
+}
+
+// PostVersionStreamStatusWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PostVersionStreamStatus` operationId).
+func (c *ClientWithResponses) PostVersionStreamStatusWithResponse(ctx context.Context, versionstreamId VersionstreamId, body PostVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostVersionStreamStatusResponse, error) {
+	rsp, err := c.PostVersionStreamStatus(ctx, versionstreamId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostVersionStreamStatusResponse(rsp)
+}
+
+// PutVersionStreamStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+func (c *ClientWithResponses) PutVersionStreamStatusWithBodyWithResponse(ctx context.Context, versionstreamId VersionstreamId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutVersionStreamStatusResponse, error) {
+	rsp, err := c.PutVersionStreamStatusWithBody(ctx, versionstreamId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutVersionStreamStatusResponse(rsp)
+}
+
+// PutVersionStreamStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
+func (c *ClientWithResponses) PutVersionStreamStatusWithResponse(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutVersionStreamStatusResponse, error) {
+	rsp, err := c.PutVersionStreamStatus(ctx, versionstreamId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutVersionStreamStatusResponse(rsp)
 }
 
 // ParseGetAPIInfoResponse parses an HTTP response from a GetAPIInfoWithResponse call
@@ -5840,6 +7768,513 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListVersionStreamsResponse parses an HTTP response from a ListVersionStreamsWithResponse call
+func ParseListVersionStreamsResponse(rsp *http.Response) (*ListVersionStreamsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListVersionStreamsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VersionStreamList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateVersionStreamResponse parses an HTTP response from a CreateVersionStreamWithResponse call
+func ParseCreateVersionStreamResponse(rsp *http.Response) (*CreateVersionStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateVersionStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest VersionStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateVersionStreamResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteVersionStreamResponse parses an HTTP response from a DeleteVersionStreamWithResponse call
+func ParseDeleteVersionStreamResponse(rsp *http.Response) (*DeleteVersionStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteVersionStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest VersionStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetVersionStreamResponse parses an HTTP response from a GetVersionStreamWithResponse call
+func ParseGetVersionStreamResponse(rsp *http.Response) (*GetVersionStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetVersionStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VersionStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetVersionStreamResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchVersionStreamResponse parses an HTTP response from a PatchVersionStreamWithResponse call
+func ParsePatchVersionStreamResponse(rsp *http.Response) (*PatchVersionStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchVersionStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VersionStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PatchVersionStreamResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForceDeleteVersionStreamResponse parses an HTTP response from a ForceDeleteVersionStreamWithResponse call
+func ParseForceDeleteVersionStreamResponse(rsp *http.Response) (*ForceDeleteVersionStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForceDeleteVersionStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListVersionStreamStatusesResponse parses an HTTP response from a ListVersionStreamStatusesWithResponse call
+func ParseListVersionStreamStatusesResponse(rsp *http.Response) (*ListVersionStreamStatusesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListVersionStreamStatusesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdapterStatusList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostVersionStreamStatusResponse parses an HTTP response from a PostVersionStreamStatusWithResponse call
+func ParsePostVersionStreamStatusResponse(rsp *http.Response) (*PostVersionStreamStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostVersionStreamStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutVersionStreamStatusResponse parses an HTTP response from a PutVersionStreamStatusWithResponse call
+func ParsePutVersionStreamStatusResponse(rsp *http.Response) (*PutVersionStreamStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutVersionStreamStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -27,6 +27,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeParentDeleting:     http.StatusConflict,
 	resource.CodeDeleting:           http.StatusConflict,
 	resource.CodeGenerationMismatch: http.StatusPreconditionFailed,
+	resource.CodeInUse:              http.StatusConflict,
 	resource.CodeStatusStale:        http.StatusConflict,
 	resource.CodeUnauthenticated:    http.StatusUnauthorized,
 	resource.CodeForbidden:          http.StatusForbidden,

@@ -13,8 +13,9 @@ import (
 // Set is every kind, with the ones other packages refer to by name.
 type Set struct {
 	All      []*resource.Descriptor
-	Cluster  *resource.Descriptor
-	NodePool *resource.Descriptor
+	Cluster       *resource.Descriptor
+	NodePool      *resource.Descriptor
+	VersionStream *resource.Descriptor
 }
 
 // Build returns the descriptors, with spec schemas from doc and required adapters per kind name (e.g.
@@ -36,9 +37,15 @@ func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53, Spec: clusterSpec}
+	versionStreamSpec, err := spec("VersionStreamSpec")
+	if err != nil {
+		return nil, err
+	}
+	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
+	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53, Spec: clusterSpec,
+		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}}}
 	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15, Spec: nodePoolSpec}
-	set := &Set{All: []*resource.Descriptor{cluster, nodePool}, Cluster: cluster, NodePool: nodePool}
+	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream}, Cluster: cluster, NodePool: nodePool, VersionStream: versionStream}
 	byKind := map[string]*resource.Descriptor{}
 	for _, d := range set.All {
 		byKind[strings.ToLower(d.Kind)] = d

@@ -57,6 +57,13 @@ func migrations() []*gormigrate.Migration {
 				})
 			},
 		},
+		{
+			ID: "202611300005_versionstreams",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, append(resourceTableDDL("versionstreams", ""),
+					`ALTER TABLE versionstreams ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
+			},
+		},
 	}
 }
 

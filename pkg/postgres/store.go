@@ -117,40 +117,61 @@ func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource
 
 // Create implements resource.Store. It is one statement, so one round trip and no explicit transaction: the
 // parent check (FOR SHARE, so that a concurrent delete of the parent waits and its cascade sees the child), the
-// insert and the required adapters' placeholder reports all happen in it.
-func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource) (*resource.Resource, error) {
+// referenced rows' check (FOR KEY SHARE, so that their delete waits and then sees the new referrer), the insert and
+// the required adapters' placeholder reports all happen in it.
+func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) (*resource.Resource, error) {
 	w, err := toRow(d, r)
 	if err != nil {
 		return nil, err
 	}
 	cols := "id, name, labels, spec, generation, phase, conditions, aggregated_for, created_time, updated_time, created_by, updated_by"
-	args := []any{w.ID, w.Name, w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.CreatedTime, w.UpdatedTime, w.CreatedBy, w.UpdatedBy}
 	values := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
-	var sql strings.Builder
-	from := ""
+	insertArgs := []any{w.ID, w.Name, w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.CreatedTime, w.UpdatedTime, w.CreatedBy, w.UpdatedBy}
+	var (
+		ctes, sources, conds, counts []string
+		args                         []any
+	)
 	if d.Parent != nil {
-		sql.WriteString("WITH parent AS (SELECT deleted_time FROM " + d.Parent.Table + " WHERE id = ? FOR SHARE), ")
-		args = append([]any{r.ParentID}, append(args, r.ParentID)...)
+		ctes = append(ctes, "parent AS (SELECT deleted_time FROM "+d.Parent.Table+" WHERE id = ? FOR SHARE)")
+		args = append(args, r.ParentID)
+		sources, conds = append(sources, "parent"), append(conds, "parent.deleted_time IS NULL")
+		counts = append(counts, "(SELECT count(*) FROM parent) AS parents")
 		cols += ", parent_id"
 		values += ", ?"
-		from = " FROM parent WHERE parent.deleted_time IS NULL"
+		insertArgs = append(insertArgs, r.ParentID)
 	} else {
-		sql.WriteString("WITH ")
+		counts = append(counts, "1 AS parents")
 	}
-	sql.WriteString("ins AS (INSERT INTO " + d.Table + " (" + cols + ") SELECT " + values + from + " RETURNING id)")
+	for i, ref := range refs {
+		name := fmt.Sprintf("ref%d", i)
+		ctes = append(ctes, name+" AS (SELECT 1 FROM "+ref.Kind.Table+" WHERE name = ? AND deleted_time IS NULL FOR KEY SHARE)")
+		args = append(args, ref.Name)
+		sources = append(sources, name)
+	}
+	from := ""
+	if len(sources) > 0 {
+		from = " FROM " + strings.Join(sources, ", ")
+		if len(conds) > 0 {
+			from += " WHERE " + strings.Join(conds, " AND ")
+		}
+	}
+	ctes = append(ctes, "ins AS (INSERT INTO "+d.Table+" ("+cols+") SELECT "+values+from+" RETURNING id)")
+	args = append(args, insertArgs...)
 	if len(d.RequiredAdapters) > 0 {
 		// Adapter names are DNS labels, so the array literal needs no quoting; it is still a parameter.
-		sql.WriteString(`, placeholders AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation)
+		ctes = append(ctes, `placeholders AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation)
 			SELECT ins.id, ?, a.adapter, ?, ? FROM ins CROSS JOIN unnest(?::text[]) AS a(adapter))`)
 		args = append(args, d.Kind, w.CreatedTime, w.Generation, "{"+strings.Join(d.RequiredAdapters, ",")+"}")
 	}
-	if d.Parent != nil {
-		sql.WriteString(" SELECT (SELECT count(*) FROM parent) AS parents, (SELECT count(*) FROM ins) AS inserted")
-	} else {
-		sql.WriteString(" SELECT 1 AS parents, (SELECT count(*) FROM ins) AS inserted")
+	// The index of the first missing reference, or -1.
+	missing := "-1"
+	for i := len(refs) - 1; i >= 0; i-- {
+		missing = fmt.Sprintf("CASE WHEN NOT EXISTS (SELECT 1 FROM ref%d) THEN %d ELSE %s END", i, i, missing)
 	}
-	var outcome struct{ Parents, Inserted int }
-	if err := s.db.WithContext(ctx).Raw(sql.String(), args...).Scan(&outcome).Error; err != nil {
+	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing")
+	sql := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
+	var outcome struct{ Parents, Inserted, Missing int }
+	if err := s.db.WithContext(ctx).Raw(sql, args...).Scan(&outcome).Error; err != nil {
 		if sqlstate(err) == sqlstateUniqueViolation {
 			return nil, nameTaken(d, r.Name)
 		}
@@ -159,6 +180,8 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 	switch {
 	case outcome.Parents == 0:
 		return nil, resource.NotFound(d.Parent, r.ParentID)
+	case outcome.Missing >= 0:
+		return nil, resource.MissingReference(refs[outcome.Missing])
 	case outcome.Inserted == 0:
 		return nil, resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
 	}

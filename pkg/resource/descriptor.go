@@ -27,6 +27,22 @@ type Descriptor struct {
 	Spec    SpecSchema
 	// RequiredAdapters must all report before the resource is Ready (and finalize before it is removed).
 	RequiredAdapters []string
+	// References are spec fields that name a live resource of another kind (a cluster's version_stream).
+	References []Reference
+}
+
+// Reference is a top-level spec field whose string value is the name of a live resource of a root kind. Creating
+// or changing it to a name no live resource has is refused, and a resource that live resources name cannot be
+// deleted; both checks lock the named row, so a concurrent delete and create cannot both succeed.
+type Reference struct {
+	Field string      // "version_stream"
+	Kind  *Descriptor // VersionStream
+}
+
+// NamedRef is one reference of one resource: the field and the name it holds.
+type NamedRef struct {
+	Reference
+	Name string
 }
 
 var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -42,6 +58,11 @@ func (d *Descriptor) Check() error {
 		return fmt.Errorf("descriptor %s: name length %d–%d is outside 1–63", d.Kind, d.NameMin, d.NameMax)
 	case d.Spec == nil:
 		return fmt.Errorf("descriptor %s: no spec schema", d.Kind)
+	}
+	for _, ref := range d.References {
+		if ref.Kind == nil || ref.Kind.Parent != nil || !identifier.MatchString(ref.Field) {
+			return fmt.Errorf("descriptor %s: reference %q must be a plain field naming a root kind", d.Kind, ref.Field)
+		}
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ const (
 	CodeParentDeleting     Code = "HYPERFLEET-CNF-002"
 	CodeDeleting           Code = "HYPERFLEET-CNF-003" // the resource itself is being deleted
 	CodeGenerationMismatch Code = "HYPERFLEET-CNF-004" // If-Match named another generation
+	CodeInUse              Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
 	CodeStatusStale        Code = "HYPERFLEET-STS-001"
 	CodeUnauthenticated    Code = "HYPERFLEET-AUT-001"
 	CodeForbidden          Code = "HYPERFLEET-AUZ-001"

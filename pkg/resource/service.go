@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,8 +20,10 @@ import (
 // writes runs in InTx.
 type Store interface {
 	// Create inserts r (ID, times and generation already set). It returns an *Error with CodeNotFound if the
-	// parent does not exist, CodeParentDeleting if it is being deleted, CodeNameTaken if a live sibling has the name.
-	Create(ctx context.Context, d *Descriptor, r *Resource) (*Resource, error)
+	// parent does not exist, CodeParentDeleting if it is being deleted, CodeNameTaken if a live sibling has the
+	// name, and MissingReference if a name in refs has no live resource (those it has stay locked against
+	// deletion while the insert runs).
+	Create(ctx context.Context, d *Descriptor, r *Resource, refs []NamedRef) (*Resource, error)
 	// Get returns the resource, or CodeNotFound (also when parentID is set and is not its parent).
 	Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error)
 	// List returns one page and the total count of matches.
@@ -46,6 +49,11 @@ type Tx interface {
 	LockIDs(d *Descriptor, ids []string) ([]*Resource, error)
 	// LockChildren returns the live children of kind d under parentID, locked for update.
 	LockChildren(d *Descriptor, parentID string) ([]*Resource, error)
+	// Referenced reports whether a live resource of root kind d has the name, and locks it against deletion
+	// until the transaction ends.
+	Referenced(d *Descriptor, name string) (bool, error)
+	// Referrers returns up to limit names of live resources of kind d whose spec field holds name.
+	Referrers(d *Descriptor, field, name string, limit int) ([]string, error)
 	// HasChildren reports whether any resource of a child kind of d has id as its parent.
 	HasChildren(d *Descriptor, id string) (bool, error)
 	// Save writes r's labels, spec, generation, status and update/delete stamps, and records that its status was
@@ -85,19 +93,25 @@ type Service struct {
 	store    Store
 	agg      Aggregator
 	children map[*Descriptor][]*Descriptor
-	observer Observer
+	// referrers are, per kind, the kinds whose spec names resources of it.
+	referrers map[*Descriptor][]referrer
+	observer  Observer
 	now      func() time.Time
 }
 
 // NewService returns a Service over store for the given kinds.
 func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
 	children := map[*Descriptor][]*Descriptor{}
+	referrers := map[*Descriptor][]referrer{}
 	for _, k := range kinds {
 		if k.Parent != nil {
 			children[k.Parent] = append(children[k.Parent], k)
 		}
+		for _, ref := range k.References {
+			referrers[ref.Kind] = append(referrers[ref.Kind], referrer{kind: k, field: ref.Field})
+		}
 	}
-	return &Service{store: store, agg: agg, children: children, observer: noObserver{},
+	return &Service{store: store, agg: agg, children: children, referrers: referrers, observer: noObserver{},
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 
@@ -191,7 +205,7 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 		Generation: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
 	}
 	r.Status, _ = s.agg.Aggregate(d, r, nil, now)
-	return s.store.Create(ctx, d, r)
+	return s.store.Create(ctx, d, r, namedRefs(d, spec))
 }
 
 // Get returns one resource; parentID, when set, must be its parent.
@@ -264,6 +278,11 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 			if err := json.Unmarshal(r.Spec, &old); err != nil {
 				return fmt.Errorf("decode stored spec: %w", err)
 			}
+			for _, ref := range changedRefs(d, old, spec) {
+				if ok, err := tx.Referenced(ref.Kind, ref.Name); err != nil || !ok {
+					return cmp.Or(err, MissingReference(ref))
+				}
+			}
 			if !reflect.DeepEqual(old, spec) {
 				raw, err := json.Marshal(spec)
 				if err != nil {
@@ -293,6 +312,9 @@ func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string
 	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if r.Deleting() {
 			return nil
+		}
+		if err := s.checkNotReferenced(tx, d, r); err != nil {
+			return err
 		}
 		_, err := s.markDeleted(tx, d, r, by, now)
 		return err

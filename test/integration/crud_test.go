@@ -18,7 +18,7 @@ func TestClusterLifecycle(t *testing.T) {
 	ctx := ctxFor(t)
 
 	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{
-		Name: "prod-east", Labels: ptr(api.Labels{"env": "prod"}), Spec: clusterSpec("stable-4-16"),
+		Name: "prod-east", Labels: ptr(api.Labels{"env": "prod"}), Spec: clusterSpec(defaultStream),
 	})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
@@ -29,7 +29,7 @@ func TestClusterLifecycle(t *testing.T) {
 	require.Equal(t, "Cluster", c.Kind)
 	require.Equal(t, int64(1), c.Generation)
 	require.Equal(t, api.Labels{"env": "prod"}, c.Labels)
-	require.Equal(t, api.Pending, c.Status.Phase, "no required adapter has reported")
+	require.Equal(t, api.ResourceStatusPhasePending, c.Status.Phase, "no required adapter has reported")
 	require.Equal(t, "dev-admin", c.CreatedBy)
 	// Defaults of internal and public fields are stored, so adapters see the effective spec.
 	hc := c.Spec.HostedCluster
@@ -69,7 +69,7 @@ func TestClusterLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, deleted.StatusCode(), "body: %s", deleted.Body)
 	require.NotNil(t, deleted.JSON202.DeletedTime)
 	require.Equal(t, int64(3), deleted.JSON202.Generation)
-	require.Equal(t, api.Deleting, deleted.JSON202.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseDeleting, deleted.JSON202.Status.Phase)
 
 	// A deleting resource is readable, hidden from lists by default, and frozen.
 	got, err = s.GetClusterWithResponse(ctx, c.Id)
@@ -100,14 +100,14 @@ func TestKindsWithoutRequiredAdaptersAreReadyAndRemovedAtOnce(t *testing.T) {
 	s := startServerWith(t, nil)
 	ctx := ctxFor(t)
 	c := createCluster(t, s, "plain", nil)
-	require.Equal(t, api.Ready, c.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseReady, c.Status.Phase)
 	require.Empty(t, c.Status.Conditions)
 	np := createNodePool(t, s, c, "pool", 1)
 
 	del, err := s.DeleteClusterWithResponse(ctx, c.Id)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, del.StatusCode())
-	require.Equal(t, api.Deleting, del.JSON202.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseDeleting, del.JSON202.Status.Phase)
 	for _, resp := range []func() (int, error){
 		func() (int, error) { r, err := s.GetClusterWithResponse(ctx, c.Id); return r.StatusCode(), err },
 		func() (int, error) { r, err := s.GetNodePoolWithResponse(ctx, c.Id, np.Id); return r.StatusCode(), err },
@@ -202,7 +202,7 @@ func TestDeletingAClusterCascadesToItsNodePools(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, got.JSON200.DeletedTime, np.Name)
 		require.Equal(t, np.Generation+1, got.JSON200.Generation, np.Name)
-		require.Equal(t, api.Deleting, got.JSON200.Status.Phase)
+		require.Equal(t, api.ResourceStatusPhaseDeleting, got.JSON200.Status.Phase)
 		require.Equal(t, "dev-admin", deref(got.JSON200.DeletedBy))
 	}
 	got, err := s.GetNodePoolWithResponse(ctx, other.Id, kept.Id)
@@ -249,7 +249,7 @@ func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {
 	for range n {
 		go func() {
 			<-start
-			resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "contended", Spec: clusterSpec("stable-4-16")})
+			resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "contended", Spec: clusterSpec(defaultStream)})
 			if err != nil {
 				codes <- -1
 				return

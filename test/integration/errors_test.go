@@ -34,19 +34,19 @@ func TestBadCreatesAreRejectedWithProblems(t *testing.T) {
 	}{
 		{"not json", `{"name":`, 400, "HYPERFLEET-VAL-001", nil},
 		{"empty body", ``, 400, "HYPERFLEET-VAL-001", nil},
-		{"two objects", `{"name":"abc","spec":{"version_stream":"s"}} {}`, 400, "HYPERFLEET-VAL-001", nil},
-		{"unknown top-level field", `{"name":"abc","spec":{"version_stream":"s"},"colour":"red"}`, 400, "HYPERFLEET-VAL-001", []string{"colour"}},
-		{"name of wrong type", `{"name":5,"spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-001", []string{"name"}},
-		{"name too short", `{"name":"ab","spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
-		{"name too long", `{"name":"` + long + `","spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
-		{"name not a DNS label", `{"name":"Prod_East","spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
-		{"name ends with dash", `{"name":"prod-","spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
+		{"two objects", `{"name":"abc","spec":{"version_stream":"stable-4-16"}} {}`, 400, "HYPERFLEET-VAL-001", nil},
+		{"unknown top-level field", `{"name":"abc","spec":{"version_stream":"stable-4-16"},"colour":"red"}`, 400, "HYPERFLEET-VAL-001", []string{"colour"}},
+		{"name of wrong type", `{"name":5,"spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-001", []string{"name"}},
+		{"name too short", `{"name":"ab","spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
+		{"name too long", `{"name":"` + long + `","spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
+		{"name not a DNS label", `{"name":"Prod_East","spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
+		{"name ends with dash", `{"name":"prod-","spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-002", []string{"name"}},
 		{"missing spec", `{"name":"abc"}`, 400, "HYPERFLEET-VAL-002", []string{"spec.version_stream"}},
 		{"spec not an object", `{"name":"abc","spec":[1]}`, 400, "HYPERFLEET-VAL-001", []string{"spec"}},
-		{"unknown spec field", `{"name":"abc","spec":{"version_stream":"s","colour":"red"}}`, 400, "HYPERFLEET-VAL-002", []string{"spec.colour"}},
-		{"enum violated", `{"name":"abc","spec":{"version_stream":"s","hosted_cluster":{"controller_availability_policy":"Sometimes"}}}`, 400, "HYPERFLEET-VAL-002", []string{"spec.hosted_cluster.controller_availability_policy"}},
+		{"unknown spec field", `{"name":"abc","spec":{"version_stream":"stable-4-16","colour":"red"}}`, 400, "HYPERFLEET-VAL-002", []string{"spec.colour"}},
+		{"enum violated", `{"name":"abc","spec":{"version_stream":"stable-4-16","hosted_cluster":{"controller_availability_policy":"Sometimes"}}}`, 400, "HYPERFLEET-VAL-002", []string{"spec.hosted_cluster.controller_availability_policy"}},
 		{"several problems at once", `{"name":"A","labels":{"-bad":"x"},"spec":{"version_stream":""}}`, 400, "HYPERFLEET-VAL-002", []string{"name", "labels.-bad", "spec.version_stream"}},
-		{"label value too long", `{"name":"abc","labels":{"k":"` + strings.Repeat("v", 256) + `"},"spec":{"version_stream":"s"}}`, 400, "HYPERFLEET-VAL-002", []string{"labels.k"}},
+		{"label value too long", `{"name":"abc","labels":{"k":"` + strings.Repeat("v", 256) + `"},"spec":{"version_stream":"stable-4-16"}}`, 400, "HYPERFLEET-VAL-002", []string{"labels.k"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestOversizedBodiesAre413(t *testing.T) {
 	dsn := harness.NewDatabase(t)
 	s := startServerOn(t, dsn, server.Config{MaxBodyBytes: 4096})
 	ctx := ctxFor(t)
-	body := `{"name":"big","spec":{"version_stream":"s","hosted_cluster":{"ssh_public_key":"` + strings.Repeat("k", 8000) + `"}}}`
+	body := `{"name":"big","spec":{"version_stream":"stable-4-16","hosted_cluster":{"ssh_public_key":"` + strings.Repeat("k", 8000) + `"}}}`
 	resp, err := s.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	problem(t, resp.HTTPResponse, resp.Body, http.StatusRequestEntityTooLarge, "HYPERFLEET-LMT-001")

@@ -10,8 +10,8 @@ import (
 // always be a 4xx, never a 500. `go test` runs the seeds; `go test -fuzz FuzzBodies ./test/integration` explores.
 func FuzzBodiesNeverCauseA500(f *testing.F) {
 	for _, seed := range []string{
-		`{"name":"abc","spec":{"version_stream":"s"}}`,
-		`{"name":"abc","spec":{"version_stream":"s","hosted_cluster":{"services":[{"service":"APIServer","type":"Route"}]}}}`,
+		`{"name":"abc","spec":{"version_stream":"stable-4-16"}}`,
+		`{"name":"abc","spec":{"version_stream":"stable-4-16","hosted_cluster":{"services":[{"service":"APIServer","type":"Route"}]}}}`,
 		`{"spec":{"hosted_cluster":{"networking":{"cluster_network":[{"cidr":"10.0.0.0/8","host_prefix":1e400}]}}}}`,
 		`{"labels":{"a":null,"b":"c"},"spec":{"replicas":-1}}`,
 		`{"adapter":"a","observed_generation":9223372036854775807,"observed_time":"2026-01-01T00:00:00Z","conditions":[]}`,

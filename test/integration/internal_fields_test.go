@@ -27,7 +27,9 @@ import (
 // "admin" makes it an admin, anyone else a user. Real tokens are tested in auth_test.go; this isolates the admin rule.
 func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 	tb.Helper()
-	db := harness.OpenGorm(tb, harness.NewDatabase(tb))
+	dsn := harness.NewDatabase(tb)
+	seedStream(tb, dsn, defaultStream)
+	db := harness.OpenGorm(tb, dsn)
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(tb, err)
 	set, err := kinds.Build(doc, nil)
@@ -61,7 +63,7 @@ func as(name string) api.RequestEditorFn {
 func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	c := startWithCallers(t)
 	ctx := ctxFor(t)
-	withPlatform := `{"name":"internal","spec":{"version_stream":"s","hosted_cluster":{"platform":{"type":"Agent"},"etcd":null}}}`
+	withPlatform := `{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent"},"etcd":null}}}`
 
 	resp, err := c.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(withPlatform), as("alice"))
 	require.NoError(t, err)
@@ -72,7 +74,7 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	}, deref(p.Errors))
 
 	resp, err = c.CreateClusterWithBodyWithResponse(ctx, "application/json",
-		strings.NewReader(`{"name":"internal","spec":{"version_stream":"s","hosted_cluster":{"platform":{"type":"Agent"}}}}`), as("admin"))
+		strings.NewReader(`{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent"}}}}`), as("admin"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	cluster := resp.JSON201

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,7 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/kinds"
+	"github.com/hyperfleet/hyperfleet/pkg/postgres"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schema"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -44,8 +51,12 @@ func startServerWith(tb testing.TB, required map[string][]string) *apiServer {
 	return startServerOn(tb, dsn, server.Config{RequiredAdapters: required})
 }
 
+// defaultStream is the VersionStream every test database starts with, so that clusters can name it.
+const defaultStream = "stable-4-16"
+
 func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServer {
 	tb.Helper()
+	seedStream(tb, dsn, defaultStream)
 	cfg := server.Config{
 		Env:            server.EnvIntegrationTesting,
 		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
@@ -131,7 +142,7 @@ func nodePoolSpec(replicas int) api.NodePoolSpec {
 
 func createCluster(tb testing.TB, s *apiServer, name string, labels map[string]string) *api.Cluster {
 	tb.Helper()
-	body := api.ClusterCreate{Name: name, Spec: clusterSpec("stable-4-16")}
+	body := api.ClusterCreate{Name: name, Spec: clusterSpec(defaultStream)}
 	if labels != nil {
 		body.Labels = ptr(api.Labels(labels))
 	}
@@ -147,6 +158,24 @@ func createNodePool(tb testing.TB, s *apiServer, cluster *api.Cluster, name stri
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
+}
+
+// seedStream creates a VersionStream through the resource service, before the server starts, so that tests
+// with authentication on need no token for it. An existing one is left alone.
+func seedStream(tb testing.TB, dsn, name string) {
+	tb.Helper()
+	doc, err := schema.Load(openapi.Document())
+	require.NoError(tb, err)
+	set, err := kinds.Build(doc, nil)
+	require.NoError(tb, err)
+	svc := resource.NewService(postgres.NewStore(harness.OpenGorm(tb, dsn), set.All), aggregate.Aggregator{}, set.All)
+	ctx := resource.WithCaller(ctxFor(tb), resource.Caller{Name: "test-seed", Admin: true})
+	_, err = svc.Create(ctx, set.VersionStream, "", resource.CreateInput{Name: name, Spec: json.RawMessage(`{"target_version":"4.16"}`)})
+	var rerr *resource.Error
+	if errors.As(err, &rerr) && rerr.Code == resource.CodeNameTaken {
+		return
+	}
+	require.NoError(tb, err)
 }
 
 // harnessDB opens the server's database directly, to check what the API cannot show.

@@ -217,17 +217,17 @@ func TestChangingRequiredAdaptersReaggregatesAtStart(t *testing.T) {
 	first := startServerWith(t, map[string][]string{"cluster": {"applier"}})
 	c := createCluster(t, first, "reconfigured", nil)
 	postClusterStatus(t, first, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusCreated)
-	require.Equal(t, api.Ready, getCluster(t, first, c).Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseReady, getCluster(t, first, c).Status.Phase)
 
 	// The API is stateless: a second replica with another configuration re-aggregates the fleet as it starts.
 	second := startServerOn(t, first.dsn, server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier", "dns"}}})
 	got := getCluster(t, second, c)
-	require.Equal(t, api.Progressing, got.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseProgressing, got.Status.Phase)
 	require.Equal(t, "AdaptersMissing", deref(conditionOf(t, got, "Ready").Reason))
 	require.Equal(t, []string{"reconfigured"}, pendingNames(t, second, "dns", ""))
 
 	third := startServerOn(t, first.dsn, server.Config{})
 	got = getCluster(t, third, c)
-	require.Equal(t, api.Ready, got.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseReady, got.Status.Phase)
 	require.Empty(t, got.Status.Conditions)
 }

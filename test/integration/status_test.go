@@ -49,14 +49,14 @@ func TestBadStatusReportsAreRejected(t *testing.T) {
 	list, err := s.ListClusterStatusesWithResponse(ctx, c.Id)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), list.JSON200.Total, "nothing stored")
-	require.Equal(t, api.Pending, getCluster(t, s, c).Status.Phase)
+	require.Equal(t, api.ResourceStatusPhasePending, getCluster(t, s, c).Status.Phase)
 }
 
 func TestStatusRulesAndAggregation(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"cluster": {"applier", "version-resolver"}})
 	ctx := ctxFor(t)
 	c := createCluster(t, s, "aggregated", nil)
-	require.Equal(t, api.Pending, c.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhasePending, c.Status.Phase)
 	var types []string
 	for _, x := range c.Status.Conditions {
 		types = append(types, x.Type)
@@ -68,13 +68,13 @@ func TestStatusRulesAndAggregation(t *testing.T) {
 	first := postClusterStatus(t, s, c, report("applier", 1, t0, available("True"), cond("Health", "True", "")), http.StatusCreated)
 	require.Equal(t, "applier", first.JSON201.Adapter)
 	got := getCluster(t, s, c)
-	require.Equal(t, api.Progressing, got.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseProgressing, got.Status.Phase)
 	require.Equal(t, api.ConditionStatus("False"), conditionOf(t, got, "Ready").Status)
 	require.Equal(t, api.ConditionStatus("True"), conditionOf(t, got, "ApplierAvailable").Status)
 
 	postClusterStatus(t, s, c, report("version-resolver", 1, t0, available("True")), http.StatusCreated)
 	got = getCluster(t, s, c)
-	require.Equal(t, api.Ready, got.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseReady, got.Status.Phase)
 	ready := conditionOf(t, got, "Ready")
 	require.Equal(t, api.ConditionStatus("True"), ready.Status)
 	require.Equal(t, "AllAdaptersReady", deref(ready.Reason))
@@ -110,7 +110,7 @@ func TestStatusRulesAndAggregation(t *testing.T) {
 		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), patched.JSON200.Generation)
-	require.Equal(t, api.Pending, patched.JSON200.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhasePending, patched.JSON200.Status.Phase)
 	got = getCluster(t, s, c)
 	require.Equal(t, "AdaptersNotReady", deref(conditionOf(t, got, "Ready").Reason))
 	require.Equal(t, api.ConditionStatus("True"), conditionOf(t, got, "Available").Status)
@@ -119,11 +119,11 @@ func TestStatusRulesAndAggregation(t *testing.T) {
 	// Degraded needs Available=False and Health=False at the current generation.
 	t3 := t2.Add(20 * time.Second)
 	postClusterStatus(t, s, c, report("applier", 2, t3, available("False"), cond("Health", "False", "ApplyFailed")), http.StatusOK)
-	require.Equal(t, api.Degraded, getCluster(t, s, c).Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseDegraded, getCluster(t, s, c).Status.Phase)
 	postClusterStatus(t, s, c, report("applier", 2, t3.Add(time.Second), available("True"), cond("Health", "True", "")), http.StatusOK)
-	require.Equal(t, api.Progressing, getCluster(t, s, c).Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseProgressing, getCluster(t, s, c).Status.Phase)
 	postClusterStatus(t, s, c, report("version-resolver", 2, t3, available("True")), http.StatusOK)
-	require.Equal(t, api.Ready, getCluster(t, s, c).Status.Phase)
+	require.Equal(t, api.ResourceStatusPhaseReady, getCluster(t, s, c).Status.Phase)
 
 	// An adapter nobody requires is stored and listed but changes nothing.
 	before := getCluster(t, s, c)
@@ -159,8 +159,8 @@ func TestPUTIsIdempotentAndNodePoolsReportToo(t *testing.T) {
 	}
 	got, err := s.GetNodePoolWithResponse(ctx, c.Id, np.Id)
 	require.NoError(t, err)
-	require.Equal(t, api.Ready, got.JSON200.Status.Phase)
-	require.Equal(t, api.Pending, getCluster(t, s, c).Status.Phase, "a child's report is not the parent's")
+	require.Equal(t, api.ResourceStatusPhaseReady, got.JSON200.Status.Phase)
+	require.Equal(t, api.ResourceStatusPhasePending, getCluster(t, s, c).Status.Phase, "a child's report is not the parent's")
 	wrong, err := s.PostNodePoolStatusWithResponse(ctx, createCluster(t, s, "other", nil).Id, np.Id, report("applier", 1, at, available("True")))
 	require.NoError(t, err)
 	problem(t, wrong.HTTPResponse, wrong.Body, http.StatusNotFound, "HYPERFLEET-NTF-001")
