@@ -1,0 +1,116 @@
+package adapter
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+)
+
+// basePath is where hyperfleet-api serves its resources.
+const basePath = "/api/hyperfleet/v1"
+
+// Config is what every adapter binary is configured with; AddFlags binds it to a command's flags.
+type Config struct {
+	// Adapter is the name the adapter reports under (its statuses' adapter field), e.g. "version-resolver".
+	Adapter string
+	// Kind is what it reconciles.
+	Kind *Kind
+	// APIURL is hyperfleet-api's address, e.g. http://localhost:8000 (the base path is added if missing).
+	APIURL string
+	// TokenFile holds the bearer token for the API; empty for an API without authentication.
+	TokenFile string
+	// PollInterval is how often the poll source asks for pending resources.
+	PollInterval time.Duration
+	// ResyncAfter also polls resources last reported on longer ago than this; 0 polls only changes.
+	ResyncAfter time.Duration
+	// Workers reconcile in parallel; one key is never in two workers.
+	Workers int
+	// ShardIndex and ShardCount split the fleet between replicas by a hash of the resource id.
+	ShardIndex, ShardCount int
+	// OpsBindAddress serves /healthz, /readyz and /metrics.
+	OpsBindAddress string
+	// ReconcileTimeout bounds one Reconcile or Finalize.
+	ReconcileTimeout time.Duration
+	// DrainTimeout is how long in-flight reconciles may run on after SIGTERM before they are cancelled.
+	DrainTimeout time.Duration
+	// BackoffBase and BackoffMax bound the per-key retry delay after failures.
+	BackoffBase, BackoffMax time.Duration
+	// PageSize is the page size of pending polls.
+	PageSize int
+	// Replica names this process in its reports' metadata (default: the host name).
+	Replica string
+	// Clock drives polls, delays and backoff; nil is the real clock. Tests use a fake one.
+	Clock clock.WithTicker
+}
+
+// Defaults returns the configuration an adapter starts from before flags.
+func Defaults(adapter string, kind *Kind, opsAddr string) Config {
+	return Config{
+		Adapter: adapter, Kind: kind, APIURL: "http://localhost:8000", PollInterval: 5 * time.Second,
+		Workers: 8, ShardIndex: 0, ShardCount: 1, OpsBindAddress: opsAddr, ReconcileTimeout: 2 * time.Minute,
+		DrainTimeout: 30 * time.Second, BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax, PageSize: 500,
+	}
+}
+
+// AddFlags binds the runtime's flags, with c's values as defaults.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.APIURL, "api-url", c.APIURL, "hyperfleet-api address")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token for the API, re-read when it changes (empty: no authentication)")
+	fs.StringVar(&c.Adapter, "adapter-name", c.Adapter, "name the adapter reports its statuses under")
+	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often to ask the API for pending resources")
+	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
+	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
+	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet (every replica needs the same count)")
+	fs.StringVar(&c.OpsBindAddress, "ops-bind-address", c.OpsBindAddress, "address of /healthz, /readyz and /metrics")
+	fs.DurationVar(&c.ReconcileTimeout, "reconcile-timeout", c.ReconcileTimeout, "longest one reconcile may take")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long in-flight work may finish after SIGTERM")
+	fs.StringVar(&c.Replica, "replica", c.Replica, "this replica's name in report metadata (default: host name)")
+}
+
+// Check returns every setting that cannot work, in one error.
+func (c *Config) Check() error {
+	var errs []error
+	if c.Adapter == "" || len(c.Adapter) > 63 || strings.Trim(c.Adapter, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		errs = append(errs, fmt.Errorf("--adapter-name %q must be a DNS label", c.Adapter))
+	}
+	if c.Kind == nil || c.Kind.Plural == "" {
+		errs = append(errs, errors.New("no kind to reconcile"))
+	}
+	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--api-url %q must be an http(s) URL", c.APIURL))
+	}
+	if c.ShardCount < 1 || c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount {
+		errs = append(errs, fmt.Errorf("--shard-index %d must be in [0, --shard-count %d)", c.ShardIndex, c.ShardCount))
+	}
+	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--reconcile-timeout": c.ReconcileTimeout,
+		"--drain-timeout": c.DrainTimeout, "backoff base": c.BackoffBase, "backoff max": c.BackoffMax} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", name))
+		}
+	}
+	if c.ResyncAfter < 0 {
+		errs = append(errs, errors.New("--resync-after must not be negative"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if c.PageSize < 1 || c.PageSize > 500 {
+		errs = append(errs, errors.New("page size must be 1–500"))
+	}
+	return errors.Join(errs...)
+}
+
+// apiBase returns the API URL with the base path.
+func (c *Config) apiBase() string {
+	u := strings.TrimRight(c.APIURL, "/")
+	if !strings.HasSuffix(u, basePath) {
+		u += basePath
+	}
+	return u
+}

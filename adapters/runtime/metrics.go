@@ -1,0 +1,81 @@
+package adapter
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are one adapter's Prometheus series; every series carries the adapter and kind as constant labels.
+type metrics struct {
+	reconciles       *prometheus.CounterVec
+	reconcileSeconds prometheus.Histogram
+	apiRequests      *prometheus.CounterVec
+	externalRequests *prometheus.CounterVec
+	polls            *prometheus.CounterVec
+	lastPoll         prometheus.Gauge
+}
+
+func newMetrics(reg *prometheus.Registry, adapter, kind string, queueDepth func() float64) *metrics {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"adapter": adapter, "kind": kind}, reg)
+	m := &metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_reconciles_total",
+			Help: "Reconciles by result: success, transient_error, terminal_error, panic, gone (the resource was removed).",
+		}, []string{"result"}),
+		reconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hyperfleet_adapter_reconcile_duration_seconds",
+			Help:    "Time from taking a key off the queue to its status being posted.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_api_requests_total",
+			Help: "Requests to hyperfleet-api by operation and HTTP status code (\"error\" when no answer came).",
+		}, []string{"op", "code"}),
+		externalRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_external_requests_total",
+			Help: "Requests to the external system the adapter owns, by system and HTTP status code (\"error\" when no answer came).",
+		}, []string{"system", "code"}),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_polls_total",
+			Help: "Polls of pending_for by result (success, error).",
+		}, []string{"result"}),
+		lastPoll: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_last_successful_poll_timestamp_seconds",
+			Help: "Unix time of the last poll that completed.",
+		}),
+	}
+	r.MustRegister(m.reconciles, m.reconcileSeconds, m.apiRequests, m.externalRequests, m.polls, m.lastPoll,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_queue_depth",
+			Help: "Keys waiting in the work queue (not counting delayed retries).",
+		}, queueDepth))
+	return m
+}
+
+// externalTransport counts and logs every call to an external system.
+type externalTransport struct {
+	system  string
+	base    http.RoundTripper
+	metrics *metrics
+	log     *slog.Logger
+}
+
+func (t *externalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.base.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	t.metrics.externalRequests.WithLabelValues(t.system, code).Inc()
+	t.log.LogAttrs(req.Context(), slog.LevelDebug, "external call", slog.String("system", t.system),
+		slog.String("method", req.Method), slog.String("host", req.URL.Host), slog.String("path", req.URL.Path),
+		slog.String("code", code), slog.Duration("duration", time.Since(start)))
+	return resp, err
+}

@@ -1,0 +1,75 @@
+package versionresolver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
+)
+
+// Options are the resolver's own settings, beside the runtime's.
+type Options struct {
+	// CincinnatiURL is the update service, e.g. https://api.openshift.com or a cincinnati-sim.
+	CincinnatiURL     string
+	CincinnatiTimeout time.Duration
+	RecheckAfter      time.Duration
+	RetryAfter        time.Duration
+	// GraphCacheTTL is how long one channel's graph is shared between streams; 0 caches nothing.
+	GraphCacheTTL time.Duration
+}
+
+// DefaultOptions are the resolver's defaults: the public Cincinnati, 5 minute re-checks, 1 minute retries.
+func DefaultOptions() Options {
+	return Options{CincinnatiURL: "https://api.openshift.com", CincinnatiTimeout: cincinnati.DefaultTimeout,
+		RecheckAfter: DefaultRecheckAfter, RetryAfter: DefaultRetryAfter, GraphCacheTTL: 30 * time.Second}
+}
+
+// AddFlags binds the options, with o's values as defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CincinnatiURL, "cincinnati-url", o.CincinnatiURL, "Cincinnati update service base URL (a cincinnati-sim in development)")
+	fs.DurationVar(&o.CincinnatiTimeout, "cincinnati-timeout", o.CincinnatiTimeout, "longest one graph request may take")
+	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "how soon a resolved stream is checked for a newer patch")
+	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "how soon a failed check is tried again")
+	fs.DurationVar(&o.GraphCacheTTL, "graph-cache-ttl", o.GraphCacheTTL, "how long a channel's graph is shared between streams (0: not cached)")
+}
+
+// Adapter is the resolver on the shared runtime.
+type Adapter struct {
+	*adapter.Runner
+	reconciler *Reconciler
+}
+
+// New wires the resolver: a Cincinnati client whose calls the runtime counts, a graph cache, the reconciler and
+// the runner. rt.ResyncAfter defaults to the re-check interval, so that a restarted resolver re-checks too.
+func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
+	if u, err := url.Parse(o.CincinnatiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--cincinnati-url %q must be an http(s) URL", o.CincinnatiURL)
+	}
+	if o.RecheckAfter <= 0 || o.RetryAfter <= 0 || o.CincinnatiTimeout <= 0 {
+		return nil, fmt.Errorf("--recheck-after, --retry-after and --cincinnati-timeout must be positive")
+	}
+	if rt.ResyncAfter == 0 {
+		rt.ResyncAfter = o.RecheckAfter
+	}
+	runner, err := adapter.New(rt, log)
+	if err != nil {
+		return nil, err
+	}
+	client := cincinnati.NewClient(o.CincinnatiURL, &http.Client{Transport: runner.ExternalTransport("cincinnati", nil)},
+		cincinnati.WithTimeout(o.CincinnatiTimeout), cincinnati.WithUserAgent("hyperfleet-version-resolver"))
+	rec := &Reconciler{Graphs: NewCachedGraphs(client, o.GraphCacheTTL), RecheckAfter: o.RecheckAfter, RetryAfter: o.RetryAfter}
+	if err := rec.Check(); err != nil {
+		return nil, err
+	}
+	return &Adapter{Runner: runner, reconciler: rec}, nil
+}
+
+// Run resolves streams until ctx ends (see adapter.Runner.Run).
+func (a *Adapter) Run(ctx context.Context) error { return a.Runner.Run(ctx, a.reconciler) }

@@ -1,0 +1,109 @@
+// Package versionresolver is the version-resolver adapter: it resolves each VersionStream (an OpenShift minor,
+// a channel group and an architecture) to the latest patch release and its image through the Cincinnati update
+// graph, and reports them in its status data for the HostedCluster applier to pin.
+package versionresolver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+)
+
+// Name is the adapter name the resolver reports under.
+const Name = "version-resolver"
+
+// StreamKind returns the kind the resolver reconciles.
+func StreamKind() *adapter.Kind { return &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"} }
+
+// Re-check intervals from the adapter spec.
+const (
+	DefaultRecheckAfter = 5 * time.Minute
+	DefaultRetryAfter   = time.Minute
+)
+
+// Reconciler resolves VersionStreams. Graphs is required; zero intervals take the defaults.
+type Reconciler struct {
+	Graphs GraphSource
+	// RecheckAfter is how soon a resolved stream is checked again for a newer patch.
+	RecheckAfter time.Duration
+	// RetryAfter is how soon a failed check is tried again.
+	RetryAfter time.Duration
+	// Now is the clock of resolved_time; nil is time.Now.
+	Now func() time.Time
+}
+
+var _ adapter.Reconciler = (*Reconciler)(nil)
+
+// Check returns an error if a required dependency is missing; call it before running.
+func (r *Reconciler) Check() error {
+	if r.Graphs == nil {
+		return errors.New("version resolver: no Cincinnati graph source")
+	}
+	return nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+// Reconcile resolves obj's stream and schedules its next check.
+func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
+	stream, err := streamOf(obj.Spec)
+	if err != nil {
+		return adapter.Outcome{
+			Available:  adapter.Condition{Status: adapter.False, Reason: ReasonInvalidSpec, Message: err.Error()},
+			Conditions: []adapter.Condition{{Type: ConditionImageResolved, Status: adapter.False, Reason: ReasonInvalidSpec, Message: err.Error()}},
+		}, adapter.Terminal(ReasonInvalidSpec, err)
+	}
+	graph, graphErr := r.Graphs.Graph(ctx, stream.Channel, stream.Arch)
+	out, err := resolve(stream, lastResolution(obj.LastReport, stream), graph, graphErr, r.now().UTC().Truncate(time.Second))
+	out.RequeueAfter = cmp.Or(r.RecheckAfter, DefaultRecheckAfter)
+	if err != nil {
+		out.RequeueAfter = cmp.Or(r.RetryAfter, DefaultRetryAfter)
+	}
+	return out, err
+}
+
+// Finalize has nothing to clean up: a stream lives only in the API.
+func (r *Reconciler) Finalize(context.Context, *adapter.Object) (adapter.Outcome, error) {
+	return adapter.Outcome{
+		Available: adapter.Condition{Status: adapter.False, Reason: ReasonDeleted, Message: "the stream is being deleted"},
+		Finalized: true,
+	}, nil
+}
+
+// streamOf reads a VersionStream spec; the API has validated it, so an error here means API and resolver
+// disagree on the schema.
+func streamOf(raw json.RawMessage) (Stream, error) {
+	var spec api.VersionStreamSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return Stream{}, fmt.Errorf("decode spec: %w", err)
+	}
+	group := string(api.VersionStreamSpecChannelGroupStable)
+	if spec.ChannelGroup != nil {
+		group = string(*spec.ChannelGroup)
+	}
+	arch := string(api.VersionStreamSpecArchAmd64)
+	if spec.Arch != nil {
+		arch = string(*spec.Arch)
+	}
+	arch, err := cincinnati.Arch(arch)
+	if err != nil {
+		return Stream{}, err
+	}
+	if _, err := cincinnati.Latest(nil, spec.TargetVersion, false); errors.Is(err, cincinnati.ErrInvalidTarget) {
+		return Stream{}, err
+	}
+	return Stream{Target: spec.TargetVersion, Channel: cincinnati.Channel(group, spec.TargetVersion), Arch: arch,
+		AllowPrerelease: cincinnati.AllowsPrerelease(group)}, nil
+}
