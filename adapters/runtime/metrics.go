@@ -26,7 +26,7 @@ func newMetrics(reg *prometheus.Registry, adapter, kind string, queueDepth func(
 	m := &metrics{
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_reconciles_total",
-			Help: "Reconciles by result: success, transient_error, terminal_error, panic, gone (the resource was removed).",
+			Help: "Reconciles by result: success, transient_error, terminal_error, panic, stale (a newer report was already stored), gone (the resource was removed), not_reported (an API call failed).",
 		}, []string{"result"}),
 		reconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hyperfleet_adapter_reconcile_duration_seconds",

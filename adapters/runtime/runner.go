@@ -201,6 +201,7 @@ const (
 	resultPanic     = "panic"
 	resultGone      = "gone"
 	resultNoReport  = "not_reported"
+	resultStale     = "stale" // the API already holds a newer report: this one was dropped
 )
 
 // process reconciles one key: fresh fetch, Reconcile or Finalize, one status post, and the next schedule.
@@ -221,6 +222,7 @@ func (r *Runner) process(ctx context.Context, rec Reconciler, key Key) {
 		if isStale(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
 			log.Debug("report was stale; dropped")
+			r.metrics.reconciles.WithLabelValues(resultStale).Inc()
 			r.queue.settle(key)
 			return
 		}

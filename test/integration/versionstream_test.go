@@ -141,9 +141,9 @@ func TestDeletingAStreamRacesCreatesSafely(t *testing.T) {
 	}
 }
 
-func streamNamed(tb testing.TB, s *apiServer, name string) api.VersionStream {
+func streamNamed(tb testing.TB, s *apiServer, name string, editors ...api.RequestEditorFn) api.VersionStream {
 	tb.Helper()
-	resp, err := s.ListVersionStreamsWithResponse(ctxFor(tb), &api.ListVersionStreamsParams{Search: ptr("name = '" + name + "'")})
+	resp, err := s.ListVersionStreamsWithResponse(ctxFor(tb), &api.ListVersionStreamsParams{Search: ptr("name = '" + name + "'")}, editors...)
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
 	require.Len(tb, resp.JSON200.Items, 1)
