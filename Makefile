@@ -36,16 +36,35 @@ build: ## Build every binary into bin/
 install: ## Install the binaries into $GOPATH/bin
 	go install -ldflags "$(LDFLAGS)" ./cmd/...
 
+# Development stack: the API in the foreground; the Cincinnati simulator and, once the API is ready, the version
+# resolver in the background. Ctrl-C (or the API exiting) stops all three.
+CINCINNATI_SIM_ADDR ?= 127.0.0.1:9400
+DEV_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev
+define run_stack
+	@trap 'kill $$(jobs -p) 2>/dev/null' EXIT; \
+	$(BIN)/cincinnati-sim --listen $(CINCINNATI_SIM_ADDR) & \
+	( until curl -sf http://localhost:8080/readyz >/dev/null 2>&1; do sleep 0.3; done; \
+	  exec $(BIN)/version-resolver --api-url http://localhost:8000 --cincinnati-url http://$(CINCINNATI_SIM_ADDR) $(1) ) & \
+	$(BIN)/hyperfleet-api serve --embedded-db $(2) --required-adapters '$(REQUIRED_ADAPTERS)'
+endef
+
 .PHONY: run
-run: build ## Run the API on :8000 with an embedded PostgreSQL and development tokens (no setup needed)
+run: build ## Run the API on :8000 (embedded PostgreSQL, development tokens), the Cincinnati simulator and the version resolver
+	@mkdir -p $(DEV_DIR)
+	@$(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject version-resolver --roles adapter --adapter version-resolver \
+	  > $(DEV_DIR)/version-resolver.token 2>/dev/null
 	@echo "user token (bin/hyperfleet-api token --roles viewer|user|adapter|admin mints others):" >&2
 	@$(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject developer --roles user 2>/dev/null
-	$(BIN)/hyperfleet-api serve --embedded-db $(DEV_AUTH_FLAGS) --required-adapters '$(REQUIRED_ADAPTERS)'
+	$(call run_stack,--token-file $(DEV_DIR)/version-resolver.token,$(DEV_AUTH_FLAGS))
 
 .PHONY: run-no-auth
-run-no-auth: build ## Run the API without authentication (every caller is an admin)
+run-no-auth: build ## Run the same stack without authentication (every caller is an admin)
 	@echo "WARNING: authentication is OFF — every caller is an admin. Development only." >&2
-	$(BIN)/hyperfleet-api serve --embedded-db --required-adapters '$(REQUIRED_ADAPTERS)'
+	$(call run_stack,,)
+
+.PHONY: run-api
+run-api: build ## Run the API alone (embedded PostgreSQL, development tokens)
+	$(BIN)/hyperfleet-api serve --embedded-db $(DEV_AUTH_FLAGS) --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: test
 test: ## Run all tests (unit + integration, with the race detector) against real PostgreSQL
