@@ -100,11 +100,17 @@ func (w *wireResource) object() *Object {
 	return &Object{Kind: w.Kind, ID: w.ID, Name: w.Name, Generation: w.Generation, Labels: w.Labels, Spec: w.Spec, DeletedTime: w.DeletedTime}
 }
 
-// pending returns, in id order, up to size keys after afterID of resources the adapter must look at, deleting
+// pendingItem is a resource a poll found, with the generation it found it at.
+type pendingItem struct {
+	Key
+	Generation int64
+}
+
+// pending returns, in id order, up to size resources after afterID that the adapter must look at, deleting
 // ones included, and whether more may follow.
-func (c *apiClient) pending(ctx context.Context, kind *Kind, adapter string, resync time.Duration, afterID string, size int) ([]Key, bool, error) {
+func (c *apiClient) pending(ctx context.Context, kind *Kind, adapter string, resync time.Duration, afterID string, size int) ([]pendingItem, bool, error) {
 	q := url.Values{
-		"pending_for": {adapter}, "include_deleted": {"true"}, "fields": {"id,owner_references"},
+		"pending_for": {adapter}, "include_deleted": {"true"}, "fields": {"id,generation,owner_references"},
 		"size": {strconv.Itoa(size)}, "order": {"id"},
 	}
 	if afterID != "" {
@@ -119,15 +125,15 @@ func (c *apiClient) pending(ctx context.Context, kind *Kind, adapter string, res
 	if err := c.do(ctx, "list pending", http.MethodGet, "/"+kind.Plural+"?"+q.Encode(), nil, &list); err != nil {
 		return nil, false, err
 	}
-	keys := make([]Key, 0, len(list.Items))
+	items := make([]pendingItem, 0, len(list.Items))
 	for _, it := range list.Items {
-		k := Key{ID: it.ID}
+		p := pendingItem{Key: Key{ID: it.ID}, Generation: it.Generation}
 		if it.OwnerReferences != nil {
-			k.ParentID = it.OwnerReferences.ID
+			p.ParentID = it.OwnerReferences.ID
 		}
-		keys = append(keys, k)
+		items = append(items, p)
 	}
-	return keys, len(list.Items) == size, nil
+	return items, len(list.Items) == size, nil
 }
 
 // get fetches one resource; an *APIError with status 404 when it is gone.
@@ -283,6 +289,9 @@ func (t *tokenFile) Token() (string, error) {
 	}
 	raw, err := os.ReadFile(t.path)
 	if err != nil {
+		if t.token != "" {
+			return t.token, nil // swapped between Stat and ReadFile: the next look will find the new one
+		}
 		return "", fmt.Errorf("bearer token file: %w", err)
 	}
 	tok := strings.TrimSpace(string(raw))

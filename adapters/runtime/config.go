@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 
 // basePath is where hyperfleet-api serves its resources.
 const basePath = "/api/hyperfleet/v1"
+
+// dnsLabel is the API's rule for adapter names.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // Config is what every adapter binary is configured with; AddFlags binds it to a command's flags.
 type Config struct {
@@ -76,7 +80,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // Check returns every setting that cannot work, in one error.
 func (c *Config) Check() error {
 	var errs []error
-	if c.Adapter == "" || len(c.Adapter) > 63 || strings.Trim(c.Adapter, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+	if len(c.Adapter) > 63 || !dnsLabel.MatchString(c.Adapter) {
 		errs = append(errs, fmt.Errorf("--adapter-name %q must be a DNS label", c.Adapter))
 	}
 	if c.Kind == nil || c.Kind.Plural == "" {
@@ -93,6 +97,9 @@ func (c *Config) Check() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))
 		}
+	}
+	if c.BackoffBase > c.BackoffMax {
+		errs = append(errs, fmt.Errorf("backoff base %s is above backoff max %s", c.BackoffBase, c.BackoffMax))
 	}
 	if c.ResyncAfter < 0 {
 		errs = append(errs, errors.New("--resync-after must not be negative"))

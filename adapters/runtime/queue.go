@@ -74,19 +74,34 @@ type workQueue struct {
 	clock   clock.Clock
 
 	mu        sync.Mutex
-	scheduled map[Key]time.Time
+	scheduled map[Key]schedule
+	// inflight holds the keys workers are processing and the generation each fetched (0 until it has).
+	inflight map[Key]int64
+}
+
+// schedule is when a key is due again, and the generation it was last processed at (0: unknown).
+type schedule struct {
+	at         time.Time
+	generation int64
 }
 
 func newWorkQueue(limiter workqueue.TypedRateLimiter[Key], clk clock.WithTicker) *workQueue {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Clock: clk})
-	return &workQueue{TypedRateLimitingInterface: q, limiter: limiter, clock: clk, scheduled: map[Key]time.Time{}}
+	return &workQueue{TypedRateLimitingInterface: q, limiter: limiter, clock: clk, scheduled: map[Key]schedule{}, inflight: map[Key]int64{}}
 }
 
-// offer adds a key a poll found, unless it is already scheduled for later; it reports whether it was added.
-func (q *workQueue) offer(key Key) bool {
+// offer adds a key a poll found at generation, unless it is scheduled for later at that same generation (or
+// at an unknown one, after a failed fetch); it reports whether it was added. A new generation is always added
+// at once: a spec change must not wait for a re-check or a backoff.
+func (q *workQueue) offer(key Key, generation int64) bool {
 	q.mu.Lock()
-	at, ok := q.scheduled[key]
-	if ok && q.clock.Now().Before(at) {
+	s, ok := q.scheduled[key]
+	if ok && q.clock.Now().Before(s.at) && (s.generation == 0 || s.generation == generation) {
+		q.mu.Unlock()
+		return false
+	}
+	// A worker already on this generation will report it; adding the key again would reconcile it twice.
+	if g, busy := q.inflight[key]; busy && (g == 0 || g == generation) {
 		q.mu.Unlock()
 		return false
 	}
@@ -96,23 +111,46 @@ func (q *workQueue) offer(key Key) bool {
 	return true
 }
 
-// schedule adds key after d and remembers when.
-func (q *workQueue) schedule(key Key, d time.Duration) {
+// schedule adds key after d and remembers when, and at which generation it was processed (0: unknown).
+func (q *workQueue) schedule(key Key, d time.Duration, generation int64) {
 	q.mu.Lock()
-	q.scheduled[key] = q.clock.Now().Add(d)
+	q.scheduled[key] = schedule{at: q.clock.Now().Add(d), generation: generation}
 	q.mu.Unlock()
 	q.AddAfter(key, d)
 }
 
 // retry adds key after its next backoff delay.
-func (q *workQueue) retry(key Key) {
-	q.schedule(key, q.backoff(key))
+func (q *workQueue) retry(key Key, generation int64) {
+	q.schedule(key, q.backoff(key), generation)
 }
 
 // backoff returns key's next backoff delay through the rate limiter (counting one more failure).
 func (q *workQueue) backoff(key Key) time.Duration {
 	// AddRateLimited would not let us record the time; When is what it calls.
 	return q.limiter.When(key)
+}
+
+// started marks key as being processed, its generation not yet known.
+func (q *workQueue) started(key Key) {
+	q.mu.Lock()
+	q.inflight[key] = 0
+	q.mu.Unlock()
+}
+
+// fetched records the generation the worker on key fetched.
+func (q *workQueue) fetched(key Key, generation int64) {
+	q.mu.Lock()
+	if _, ok := q.inflight[key]; ok {
+		q.inflight[key] = generation
+	}
+	q.mu.Unlock()
+}
+
+// finished marks key as no longer being processed.
+func (q *workQueue) finished(key Key) {
+	q.mu.Lock()
+	delete(q.inflight, key)
+	q.mu.Unlock()
 }
 
 // settle forgets key's failures and its schedule: it reconciled successfully and needs nothing until polled

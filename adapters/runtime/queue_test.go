@@ -107,8 +107,8 @@ func waitForLen(tb testing.TB, q *workQueue, n int) {
 func scheduledAt(q *workQueue, key Key) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	at, ok := q.scheduled[key]
-	return at, ok
+	s, ok := q.scheduled[key]
+	return s.at, ok
 }
 
 func TestWorkQueue(t *testing.T) {
@@ -118,7 +118,7 @@ func TestWorkQueue(t *testing.T) {
 		q, _, _ := newTestQueue(t)
 		q.Add(a)
 		q.Add(a)
-		require.True(t, q.offer(a))
+		require.True(t, q.offer(a, 1))
 		require.Equal(t, 1, q.Len())
 		q.Add(b)
 		require.Equal(t, 2, q.Len())
@@ -133,7 +133,7 @@ func TestWorkQueue(t *testing.T) {
 
 		// Added again while a worker holds it: the queue keeps it aside, so a second worker cannot get it ...
 		q.Add(a)
-		require.True(t, q.offer(a))
+		require.True(t, q.offer(a, 1))
 		require.Zero(t, q.Len())
 		// ... but does get other keys.
 		q.Add(b)
@@ -153,8 +153,8 @@ func TestWorkQueue(t *testing.T) {
 	t.Run("schedule delays a key until the clock passes its time", func(t *testing.T) {
 		q, clk, idle := newTestQueue(t)
 		probe := Key{ID: "probe"}
-		q.schedule(a, 30*time.Second)
-		q.schedule(probe, 29*time.Second)
+		q.schedule(a, 30*time.Second, 1)
+		q.schedule(probe, 29*time.Second, 1)
 		waitForTimer(t, clk, idle)
 		require.Zero(t, q.Len())
 
@@ -173,28 +173,50 @@ func TestWorkQueue(t *testing.T) {
 		require.Equal(t, a, got)
 	})
 
+	t.Run("offer skips a key a worker is on", func(t *testing.T) {
+		q, _, _ := newTestQueue(t)
+		q.started(a)
+		require.False(t, q.offer(a, 1), "generation not fetched yet: the worker will report what it finds")
+		q.fetched(a, 1)
+		require.False(t, q.offer(a, 1), "the worker reports generation 1")
+		require.True(t, q.offer(a, 2), "a newer generation than the worker's is queued for after it")
+		q.finished(a)
+		require.True(t, q.offer(a, 1))
+	})
+
+	t.Run("offer takes a new generation at once", func(t *testing.T) {
+		q, _, _ := newTestQueue(t)
+		q.schedule(a, time.Minute, 1)
+		require.False(t, q.offer(a, 1), "the same generation waits for its re-check")
+		require.True(t, q.offer(a, 2), "a spec change must not wait for the re-check")
+		require.Equal(t, 1, q.Len())
+
+		q.schedule(b, time.Minute, 0)
+		require.False(t, q.offer(b, 7), "after a failed fetch the generation is unknown: the backoff holds")
+	})
+
 	t.Run("offer refuses a key scheduled for later", func(t *testing.T) {
 		q, clk, idle := newTestQueue(t)
 		start := clk.Now()
-		require.True(t, q.offer(b), "an unscheduled key is added")
+		require.True(t, q.offer(b, 1), "an unscheduled key is added")
 		require.Equal(t, 1, q.Len())
 
-		q.schedule(a, 30*time.Second)
+		q.schedule(a, 30*time.Second, 1)
 		at, ok := scheduledAt(q, a)
 		require.True(t, ok)
 		require.Equal(t, start.Add(30*time.Second), at)
-		require.False(t, q.offer(a), "a poll must not pull forward a re-check the reconciler asked for")
+		require.False(t, q.offer(a, 1), "a poll must not pull forward a re-check the reconciler asked for")
 		require.Equal(t, 1, q.Len())
 
 		waitForTimer(t, clk, idle)
 		clk.Step(30*time.Second - time.Nanosecond)
-		require.False(t, q.offer(a))
+		require.False(t, q.offer(a, 1))
 
 		clk.Step(time.Nanosecond)
-		require.True(t, q.offer(a))
+		require.True(t, q.offer(a, 1))
 		_, ok = scheduledAt(q, a)
 		require.False(t, ok, "a schedule that has passed is forgotten")
-		require.True(t, q.offer(a))
+		require.True(t, q.offer(a, 1))
 		// Whether or not the delayed add has fired by now, a is queued once beside b.
 		require.Equal(t, 2, q.Len())
 	})
@@ -202,12 +224,12 @@ func TestWorkQueue(t *testing.T) {
 	t.Run("retry delays by the backoff", func(t *testing.T) {
 		q, clk, idle := newTestQueue(t)
 		start := clk.Now()
-		q.retry(a)
+		q.retry(a, 1)
 		at, ok := scheduledAt(q, a)
 		require.True(t, ok)
 		require.Equal(t, start.Add(time.Second), at, "first failure waits base")
 		require.Equal(t, 1, q.NumRequeues(a))
-		require.False(t, q.offer(a))
+		require.False(t, q.offer(a, 1))
 
 		waitForTimer(t, clk, idle)
 		clk.Step(time.Second - time.Millisecond)
@@ -218,7 +240,7 @@ func TestWorkQueue(t *testing.T) {
 		got, _ := q.Get()
 		require.Equal(t, a, got)
 
-		q.retry(a)
+		q.retry(a, 1)
 		q.Done(a)
 		at, _ = scheduledAt(q, a)
 		require.Equal(t, start.Add(time.Second+2*time.Second), at, "second failure waits 2·base")
@@ -229,19 +251,19 @@ func TestWorkQueue(t *testing.T) {
 		q, clk, _ := newTestQueue(t)
 		start := clk.Now()
 		for range 3 {
-			q.retry(a)
+			q.retry(a, 1)
 		}
 		require.Equal(t, 3, q.NumRequeues(a))
-		require.False(t, q.offer(a))
+		require.False(t, q.offer(a, 1))
 
 		q.settle(a)
 		require.Zero(t, q.NumRequeues(a))
 		_, ok := scheduledAt(q, a)
 		require.False(t, ok)
-		require.True(t, q.offer(a), "a settled key is offered at once")
+		require.True(t, q.offer(a, 1), "a settled key is offered at once")
 		require.Equal(t, 1, q.Len())
 
-		q.retry(a)
+		q.retry(a, 1)
 		at, _ := scheduledAt(q, a)
 		require.Equal(t, start.Add(time.Second), at, "the next failure starts again at base")
 	})

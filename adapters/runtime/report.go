@@ -1,10 +1,14 @@
 package adapter
 
 import (
+	"encoding/json"
+	"errors"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
 // maxMessage bounds a condition message: an error chain can quote a whole response body.
@@ -84,14 +88,62 @@ func buildReport(adapter string, obj *Object, out Outcome, err error, finalizing
 }
 
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "�")
 	if len(s) <= n {
 		return s
 	}
 	s = s[:n]
-	for !utf8.ValidString(s) {
+	// Cut back to the start of the last (now partial) character.
+	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
+}
+
+// ReasonInvalidReport is the reason of a report the runtime sent instead of one the API would have refused.
+const ReasonInvalidReport = "InvalidReport"
+
+// checked returns report if the API will accept it. Otherwise it returns the runtime's own minimal report, which
+// says why, and the problem: a reconciler's mistake (a lowercase condition type, a reason with a '-', data over
+// 64 KiB) must not leave the adapter silent about the resource.
+func checked(report api.AdapterStatusReport, now time.Time) (api.AdapterStatusReport, error) {
+	rep := resource.StatusReport{Adapter: report.Adapter, ObservedGeneration: report.ObservedGeneration, ObservedTime: report.ObservedTime}
+	for _, c := range report.Conditions {
+		rep.Conditions = append(rep.Conditions, resource.ReportedCondition{Type: c.Type, Status: resource.ConditionStatus(c.Status),
+			Reason: deref(c.Reason), Message: deref(c.Message)})
+	}
+	var err error
+	if report.Data != nil {
+		if rep.Data, err = json.Marshal(*report.Data); err != nil {
+			rep.Data = []byte("not JSON")
+		}
+	}
+	if report.Metadata != nil {
+		rep.Metadata, _ = json.Marshal(*report.Metadata)
+	}
+	invalid := resource.ValidateReport(rep, now)
+	if invalid == nil && err == nil {
+		return report, nil
+	}
+	problem := errors.Join(err, invalid).Error()
+	var rerr *resource.Error
+	if errors.As(invalid, &rerr) {
+		var parts []string
+		for _, f := range rerr.Fields {
+			parts = append(parts, f.Field+": "+f.Message)
+		}
+		problem = "the reconciler's report was refused: " + strings.Join(parts, "; ")
+	}
+	msg := truncate(problem, maxMessage)
+	reason := ReasonInvalidReport
+	minimal := report
+	minimal.Data = nil
+	minimal.Conditions = []api.ReportedCondition{
+		{Type: ConditionAvailable, Status: api.ReportedConditionStatusUnknown, Reason: &reason, Message: &msg},
+		{Type: ConditionApplied, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
+		{Type: ConditionHealth, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
+	}
+	return minimal, errors.New(problem)
 }
 
 // changed reports whether any condition's status or reason differs from the last report's, so that the log

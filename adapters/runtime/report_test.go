@@ -367,3 +367,54 @@ func TestErrorClasses(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckedReplacesReportsTheAPIWouldRefuse(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	obj := &Object{Generation: 3}
+	valid := Outcome{Available: Condition{Status: True, Reason: "Fine"}}
+	tests := []struct {
+		name    string
+		outcome Outcome
+		err     error
+		problem string // "" when the report is valid as built
+	}{
+		{name: "valid", outcome: valid},
+		{name: "lowercase condition type", outcome: Outcome{Available: valid.Available, Conditions: []Condition{{Type: "imageResolved", Status: True}}}, problem: "conditions[3].type"},
+		{name: "reason with a hyphen", outcome: Outcome{Available: Condition{Status: True, Reason: "All-Good"}}, problem: "conditions[0].reason"},
+		{name: "error reason with a hyphen", outcome: valid, err: Transient("Backend-Down", errors.New("503")), problem: "reason"},
+		{name: "data over 64 KiB", outcome: Outcome{Available: valid.Available, Data: map[string]any{"blob": strings.Repeat("x", 70<<10)}}, problem: "data"},
+		{name: "too many conditions", outcome: Outcome{Available: valid.Available, Conditions: manyConditions(40)}, problem: "conditions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			built := buildReport("test-adapter", obj, tt.outcome, tt.err, false, now, nil)
+			got, err := checked(built, now)
+			if tt.problem == "" {
+				require.NoError(t, err)
+				require.Equal(t, built, got)
+				return
+			}
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tt.problem)
+			require.Nil(t, got.Data, "the data that broke the report is not sent")
+			require.Equal(t, int64(3), got.ObservedGeneration)
+			require.Len(t, got.Conditions, 3)
+			for _, c := range got.Conditions {
+				require.Equal(t, ReasonInvalidReport, *c.Reason)
+				require.Contains(t, *c.Message, tt.problem)
+			}
+			require.Equal(t, "Health", got.Conditions[2].Type)
+			require.Equal(t, api.ReportedConditionStatusFalse, got.Conditions[2].Status)
+			_, err = checked(got, now)
+			require.NoError(t, err, "the replacement itself is valid")
+		})
+	}
+}
+
+func manyConditions(n int) []Condition {
+	out := make([]Condition, n)
+	for i := range out {
+		out[i] = Condition{Type: fmt.Sprintf("Extra%d", i), Status: True}
+	}
+	return out
+}

@@ -118,7 +118,7 @@ func (r *Runner) Run(ctx context.Context, rec Reconciler) error {
 	go func() { workers.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(r.cfg.DrainTimeout):
+	case <-r.clock.After(r.cfg.DrainTimeout):
 		r.log.Warn("drain deadline passed: cancelling in-flight reconciles")
 		cancelWork()
 		<-drained
@@ -162,7 +162,7 @@ func (r *Runner) poll(ctx context.Context) {
 				continue
 			}
 			seen++
-			if r.queue.offer(k) {
+			if r.queue.offer(k.Key, k.Generation) {
 				added++
 			}
 		}
@@ -187,7 +187,9 @@ func (r *Runner) work(ctx context.Context, rec Reconciler) {
 			return
 		}
 		if !r.stopping.Load() {
+			r.queue.started(key)
 			r.process(ctx, rec, key)
+			r.queue.finished(key)
 		}
 		r.queue.Done(key)
 	}
@@ -210,14 +212,22 @@ func (r *Runner) process(ctx context.Context, rec Reconciler, key Key) {
 	log := r.log.With(slog.String("id", key.ID))
 	obj, err := r.fetch(ctx, key)
 	if err != nil {
-		r.apiFailed(log, key, "fetch", err)
+		r.apiFailed(log, key, 0, "fetch", err)
 		return
 	}
+	r.queue.fetched(key, obj.Generation)
 	log = log.With(slog.Int64("generation", obj.Generation))
 	finalizing := obj.DeletedTime != nil
 	out, recErr := r.call(ctx, rec, obj, finalizing)
 	report := buildReport(r.cfg.Adapter, obj, out, recErr, finalizing, r.clock.Now(),
 		map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount})
+	report, invalid := checked(report, r.clock.Now())
+	if invalid != nil {
+		log.Error("the reconciler's outcome makes a report the API refuses; reporting that instead", slog.Any("error", invalid))
+		if recErr == nil {
+			recErr = Transient(ReasonInvalidReport, invalid)
+		}
+	}
 	if err := r.client.putStatus(ctx, r.cfg.Kind, key, report); err != nil {
 		if isStale(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
@@ -226,7 +236,7 @@ func (r *Runner) process(ctx context.Context, rec Reconciler, key Key) {
 			r.queue.settle(key)
 			return
 		}
-		r.apiFailed(log, key, "post status", err)
+		r.apiFailed(log, key, obj.Generation, "post status", err)
 		return
 	}
 	r.metrics.reconcileSeconds.Observe(r.clock.Since(start).Seconds())
@@ -235,7 +245,7 @@ func (r *Runner) process(ctx context.Context, rec Reconciler, key Key) {
 	case recErr == nil:
 		r.queue.settle(key)
 		if out.RequeueAfter > 0 {
-			r.queue.schedule(key, out.RequeueAfter)
+			r.queue.schedule(key, out.RequeueAfter, obj.Generation)
 		}
 	case errors.Is(recErr, ErrTerminal):
 		result = resultTerminal
@@ -249,7 +259,7 @@ func (r *Runner) process(ctx context.Context, rec Reconciler, key Key) {
 		if out.RequeueAfter > 0 {
 			delay = out.RequeueAfter
 		}
-		r.queue.schedule(key, delay)
+		r.queue.schedule(key, delay, obj.Generation)
 	}
 	r.metrics.reconciles.WithLabelValues(result).Inc()
 	level := slog.LevelDebug
@@ -282,7 +292,7 @@ func (r *Runner) fetch(ctx context.Context, key Key) (*Object, error) {
 
 // apiFailed handles a failed API call of a reconcile: a resource that is gone is forgotten, anything else is
 // retried with backoff (a 401/403 may heal when the token file is rotated).
-func (r *Runner) apiFailed(log *slog.Logger, key Key, what string, err error) {
+func (r *Runner) apiFailed(log *slog.Logger, key Key, generation int64, what string, err error) {
 	if isStatus(err, http.StatusNotFound) {
 		r.queue.settle(key)
 		r.metrics.reconciles.WithLabelValues(resultGone).Inc()
@@ -295,7 +305,7 @@ func (r *Runner) apiFailed(log *slog.Logger, key Key, what string, err error) {
 		level = slog.LevelError
 	}
 	log.Log(context.Background(), level, "API call failed; will retry", slog.String("during", what), slog.Any("error", err))
-	r.queue.retry(key)
+	r.queue.retry(key, generation)
 }
 
 // call runs Reconcile or Finalize under the reconcile timeout and turns a panic into a transient error.

@@ -47,8 +47,9 @@ func (c *CachedGraphs) Graph(ctx context.Context, channel, arch string) (*cincin
 		}
 	}
 	v, err, _ := c.calls.Do(key, func() (any, error) {
-		// The first caller's context bounds the shared call; the client's own timeout bounds it anyway.
-		g, err := c.source.Graph(ctx, channel, arch)
+		// The call is shared, so one caller's cancellation must not fail the others: the client's own timeout
+		// bounds it instead.
+		g, err := c.source.Graph(context.WithoutCancel(ctx), channel, arch)
 		if err == nil && c.cache != nil {
 			c.cache.Add(key, g)
 		}

@@ -20,7 +20,9 @@ import (
 const Name = "version-resolver"
 
 // StreamKind returns the kind the resolver reconciles.
-func StreamKind() *adapter.Kind { return &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"} }
+func StreamKind() *adapter.Kind {
+	return &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"}
+}
 
 // Re-check intervals from the adapter spec.
 const (

@@ -80,11 +80,22 @@ func lastResolution(last *adapter.Report, s Stream) *Resolution {
 	return r
 }
 
+// orNow stamps a resolution whose time was lost (an unreadable resolved_time) with now.
+func (r *Resolution) orNow(now time.Time) *Resolution {
+	if r != nil && r.Time.IsZero() {
+		c := *r
+		c.Time = now
+		return &c
+	}
+	return r
+}
+
 // resolve decides a stream's report from its previous resolution and the graph fetch (graph or graphErr). It is
 // pure: the reconciler fetches, this decides. A non-nil error makes the runtime retry sooner and report
 // Health=False; Available stays True whenever an image is known.
 func resolve(s Stream, last *Resolution, graph *cincinnati.Graph, graphErr error, now time.Time) (adapter.Outcome, error) {
 	where := s.Channel + "/" + s.Arch
+	last = last.orNow(now)
 	if graphErr != nil {
 		reason := ReasonResolutionFailed
 		if errors.Is(graphErr, cincinnati.ErrUnavailable) || errors.Is(graphErr, cincinnati.ErrBadResponse) {

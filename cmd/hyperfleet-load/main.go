@@ -7,6 +7,9 @@
 // The status, settle and poll phases act as adapters: status posts reports from --adapters at random over the
 // created clusters (start the API with those as required adapters to measure aggregation too); settle posts one
 // report per cluster from the first adapter; poll measures that adapter's idle `pending_for` query.
+//
+// The streams phase creates --streams VersionStreams; resolved then waits until a running version-resolver has
+// made every one of them Ready and prints how many it resolved per second (start the resolver after streams).
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 type config struct {
 	url         string
 	clusters    int
+	streams     int
 	requests    int
 	concurrency int
 	phaseLimit  time.Duration
@@ -45,11 +49,12 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.url, "url", "http://127.0.0.1:8000", "API base URL")
 	flag.IntVar(&cfg.clusters, "clusters", 10000, "clusters to create (the create phase; the data set of the others)")
+	flag.IntVar(&cfg.streams, "streams", 10000, "version streams the streams phase creates")
 	flag.IntVar(&cfg.requests, "requests", 5000, "requests in each of the get, list and search phases")
 	flag.IntVar(&cfg.concurrency, "concurrency", 8, "concurrent clients")
 	flag.DurationVar(&cfg.phaseLimit, "phase-limit", 2*time.Minute, "longest a phase may run")
 	flag.StringVar(&cfg.prefix, "prefix", fmt.Sprintf("load-%d", time.Now().Unix()%100000), "cluster name prefix (names must be new)")
-	phases := flag.String("phases", "create,get,list,search", "phases to run, in this order: create,get,list,search,status,settle,poll")
+	phases := flag.String("phases", "create,get,list,search", "phases to run, in this order: streams,resolved,create,get,list,search,status,settle,poll")
 	adapters := flag.String("adapters", "load-a,load-b,load-c", "adapter names the status phases report as")
 	flag.Parse()
 	cfg.phases = map[string]bool{}
@@ -138,6 +143,12 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase\n",
 		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests)
 
+	if err := streamPhases(ctx, cfg, client); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc([]string{"create", "get", "list", "search", "status", "settle", "poll"}, func(p string) bool { return cfg.phases[p] }) {
+		return nil
+	}
 	ids, err := createPhase(ctx, cfg, client)
 	if err != nil {
 		return err
@@ -240,6 +251,48 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 		return nil, fmt.Errorf("no cluster was created")
 	}
 	return live, nil
+}
+
+// streamPhases creates the load's version streams and waits for them to be resolved, as asked.
+func streamPhases(ctx context.Context, cfg config, client *api.ClientWithResponses) error {
+	minors := []string{"4.15", "4.16", "4.17"}
+	groups := []api.VersionStreamSpecChannelGroup{api.VersionStreamSpecChannelGroupStable, api.VersionStreamSpecChannelGroupFast}
+	if cfg.phases["streams"] {
+		phase(ctx, cfg, "streams", cfg.streams, func(ctx context.Context, i int) (int, error) {
+			resp, err := client.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{
+				Name: fmt.Sprintf("%s-s%d", cfg.prefix, i),
+				Spec: api.VersionStreamSpec{TargetVersion: minors[i%len(minors)], ChannelGroup: &groups[i/len(minors)%len(groups)]},
+			})
+			if err != nil {
+				return 0, err
+			}
+			return resp.StatusCode(), nil
+		}, http.StatusCreated).print()
+	}
+	if !cfg.phases["resolved"] {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.phaseLimit)
+	defer cancel()
+	query := fmt.Sprintf("name like '%s-s%%' and status.phase = 'Ready'", cfg.prefix)
+	start := time.Now()
+	for {
+		resp, err := client.ListVersionStreamsWithResponse(ctx, &api.ListVersionStreamsParams{Search: &query, Size: ptr(1)})
+		if err != nil || resp.JSON200 == nil {
+			return fmt.Errorf("count resolved streams: %v", err)
+		}
+		ready := resp.JSON200.Total
+		elapsed := time.Since(start)
+		if ready >= int64(cfg.streams) {
+			fmt.Printf("%-8s %7d streams Ready after %s: %.0f streams/s\n", "resolved", ready, elapsed.Round(10*time.Millisecond), float64(ready)/elapsed.Seconds())
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("only %d of %d streams were Ready after %s (is version-resolver running, and are streams a required adapter's?)", ready, cfg.streams, elapsed.Round(time.Second))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // loadStream is the VersionStream the load's clusters name.

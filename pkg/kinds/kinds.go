@@ -12,7 +12,7 @@ import (
 
 // Set is every kind, with the ones other packages refer to by name.
 type Set struct {
-	All      []*resource.Descriptor
+	All           []*resource.Descriptor
 	Cluster       *resource.Descriptor
 	NodePool      *resource.Descriptor
 	VersionStream *resource.Descriptor

@@ -96,7 +96,7 @@ type Service struct {
 	// referrers are, per kind, the kinds whose spec names resources of it.
 	referrers map[*Descriptor][]referrer
 	observer  Observer
-	now      func() time.Time
+	now       func() time.Time
 }
 
 // NewService returns a Service over store for the given kinds.
