@@ -1,5 +1,7 @@
-# Builds the HyperFleet binaries into a small runtime image.
-#   docker build -t hyperfleet/hyperfleet-api .
+# Builds every HyperFleet binary into one small runtime image; the API is the default entry point, the adapters
+# and simulators are chosen with --entrypoint:
+#   docker build -t hyperfleet/hyperfleet .
+#   docker run --entrypoint /usr/local/bin/version-resolver hyperfleet/hyperfleet --api-url http://api:8000 …
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -8,16 +8,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 )
@@ -29,26 +29,38 @@ type config struct {
 }
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.listen, "listen", "127.0.0.1:9400", "address to serve on")
-	flag.StringVar(&cfg.fixtures, "fixtures", "", "directory of <channel>_<arch>.json graphs; they replace generated graphs of the same channel and arch")
-	minors := flag.String("series-minors", "4.15,4.16,4.17", "minors of the generated series, comma-separated (empty: no series)")
-	groups := flag.String("series-groups", "stable,fast,candidate,eus", "channel groups of the generated series")
-	arches := flag.String("series-arches", "amd64,arm64,multi", "arches of the generated series")
-	flag.IntVar(&cfg.series.Patches, "series-patches", 12, "GA patches per minor in the generated series")
-	flag.BoolVar(&cfg.series.Prereleases, "series-prereleases", true, "add ec and rc releases to candidate channels")
-	flag.Parse()
-	cfg.series.Minors = splitList(*minors)
-	cfg.series.ChannelGroups = splitList(*groups)
-	cfg.series.Arches = splitList(*arches)
-
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
-		logger.Error("cincinnati-sim failed", "err", err)
+	err := command().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cincinnati-sim:", err)
 		os.Exit(1)
 	}
+}
+
+func command() *cobra.Command {
+	cfg := config{series: cincinnatisim.Series{
+		Minors: []string{"4.15", "4.16", "4.17"}, ChannelGroups: []string{"stable", "fast", "candidate", "eus"},
+		Arches: []string{"amd64", "arm64", "multi"}, Patches: 12, Prereleases: true,
+	}}
+	cmd := &cobra.Command{
+		Use:           "cincinnati-sim",
+		Short:         "Serve a simulated Cincinnati update graph API for development and tests",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9400", "address to serve on")
+	fs.StringVar(&cfg.fixtures, "fixtures", "", "directory of <channel>_<arch>.json graphs; they replace generated graphs of the same channel and arch")
+	fs.StringSliceVar(&cfg.series.Minors, "series-minors", cfg.series.Minors, "minors of the generated series (empty: no series)")
+	fs.StringSliceVar(&cfg.series.ChannelGroups, "series-groups", cfg.series.ChannelGroups, "channel groups of the generated series")
+	fs.StringSliceVar(&cfg.series.Arches, "series-arches", cfg.series.Arches, "arches of the generated series")
+	fs.IntVar(&cfg.series.Patches, "series-patches", cfg.series.Patches, "GA patches per minor in the generated series")
+	fs.BoolVar(&cfg.series.Prereleases, "series-prereleases", cfg.series.Prereleases, "add ec and rc releases to candidate channels")
+	return cmd
 }
 
 // run builds the simulator and serves it on cfg.listen until ctx is done.
@@ -101,15 +113,4 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Lo
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -14,21 +14,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 )
 
-func TestSplitList(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"", nil},
-		{"4.15, 4.16,,4.17", []string{"4.15", "4.16", "4.17"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			require.Equal(t, tt.want, splitList(tt.in))
-		})
-	}
-}
-
 func TestBuild(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stable-4.16_amd64.json"), []byte(`{"version":1,"nodes":[{"version":"4.16.1","payload":"p"}],"edges":[]}`), 0o600))

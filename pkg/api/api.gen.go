@@ -373,7 +373,8 @@ type ClusterSpec struct {
 	// UpgradeSchedule Name of the UpgradeSchedule that gates release upgrades; none means upgrade at once.
 	UpgradeSchedule *string `json:"upgrade_schedule,omitempty"`
 
-	// VersionStream Name of the VersionStream whose resolved release the cluster runs.
+	// VersionStream Name of the live VersionStream whose resolved release the cluster runs; a name no live stream has is
+	// refused with 422 `HYPERFLEET-VAL-006`, and the stream cannot be deleted while live clusters name it.
 	VersionStream string `json:"version_stream"`
 }
 
@@ -1217,7 +1218,8 @@ type ClientInterface interface {
 	// DeleteVersionStream Delete a version stream
 	//
 	// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
-	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+	// force-delete skips that check.
 	//
 	// Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
 	DeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1863,7 +1865,8 @@ func (c *Client) CreateVersionStream(ctx context.Context, body CreateVersionStre
 // DeleteVersionStream Delete a version stream
 //
 // Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
-// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+// force-delete skips that check.
 //
 // Corresponds with DELETE /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `DeleteVersionStream` operationId).
 func (c *Client) DeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4029,7 +4032,8 @@ type ClientWithResponsesInterface interface {
 	// DeleteVersionStreamWithResponse Delete a version stream
 	//
 	// Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
-	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+	// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+	// force-delete skips that check.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6532,7 +6536,8 @@ func (c *ClientWithResponses) CreateVersionStreamWithResponse(ctx context.Contex
 // DeleteVersionStreamWithResponse Delete a version stream
 //
 // Marks the stream as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A stream that live
-// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`).
+// clusters name in `spec.version_stream` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+// force-delete skips that check.
 //
 // Returns a wrapper object for the known response body format(s).
 //

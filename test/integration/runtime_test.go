@@ -348,3 +348,35 @@ func TestRuntimeReconcilesANewGenerationDespiteAScheduledRecheck(t *testing.T) {
 		return st != nil && st.ObservedGeneration == 2
 	})
 }
+
+// A child kind's reconciler sees its parent, and its reports land on the child.
+func TestRuntimeFetchesTheParentOfAChildKind(t *testing.T) {
+	s := startServerWith(t, map[string][]string{"nodepool": {testAdapter}})
+	cluster := createCluster(t, s, "parent", nil)
+	pool := createNodePool(t, s, cluster, "workers", 2)
+	var mu sync.Mutex
+	parents := map[string]string{}
+	rec := script(func(obj *adapter.Object) (adapter.Outcome, error) {
+		mu.Lock()
+		if obj.Parent != nil {
+			parents[obj.Name] = obj.Parent.Kind + "/" + obj.Parent.Name
+		}
+		mu.Unlock()
+		return ok(obj)
+	})
+	clusters := &adapter.Kind{Name: "Cluster", Plural: "clusters"}
+	startRuntime(t, s, rec, func(c *adapter.Config) { c.Kind = &adapter.Kind{Name: "NodePool", Plural: "nodepools", Parent: clusters} })
+	eventually(t, "the node pool's report", func() bool {
+		resp, err := s.ListNodePoolStatusesWithResponse(ctxFor(t), cluster.Id, pool.Id)
+		require.NoError(t, err)
+		for _, st := range resp.JSON200.Items {
+			if st.Adapter == testAdapter && st.ObservedGeneration == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]string{"workers": "Cluster/parent"}, parents)
+}
