@@ -365,7 +365,9 @@ func TestRuntimeFetchesTheParentOfAChildKind(t *testing.T) {
 		return ok(obj)
 	})
 	clusters := &adapter.Kind{Name: "Cluster", Plural: "clusters"}
-	startRuntime(t, s, rec, func(c *adapter.Config) { c.Kind = &adapter.Kind{Name: "NodePool", Plural: "nodepools", Parent: clusters} })
+	startRuntime(t, s, rec, func(c *adapter.Config) {
+		c.Kind = &adapter.Kind{Name: "NodePool", Plural: "nodepools", Parent: clusters}
+	})
 	eventually(t, "the node pool's report", func() bool {
 		resp, err := s.ListNodePoolStatusesWithResponse(ctxFor(t), cluster.Id, pool.Id)
 		require.NoError(t, err)
