@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
@@ -69,9 +70,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	graph, graphErr := r.Graphs.Graph(ctx, stream.Channel, stream.Arch)
 	out, err := resolve(stream, lastResolution(obj.LastReport, stream), graph, graphErr, r.now().UTC().Truncate(time.Second))
-	out.RequeueAfter = cmp.Or(r.RecheckAfter, DefaultRecheckAfter)
+	out.RequeueAfter = spread(cmp.Or(r.RecheckAfter, DefaultRecheckAfter))
 	if err != nil {
-		out.RequeueAfter = cmp.Or(r.RetryAfter, DefaultRetryAfter)
+		out.RequeueAfter = spread(cmp.Or(r.RetryAfter, DefaultRetryAfter))
 	}
 	return out, err
 }
@@ -82,6 +83,12 @@ func (r *Reconciler) Finalize(context.Context, *adapter.Object) (adapter.Outcome
 		Available: adapter.Condition{Status: adapter.False, Reason: ReasonDeleted, Message: "the stream is being deleted"},
 		Finalized: true,
 	}, nil
+}
+
+// spread scatters a re-check by ±10 %, so that streams resolved together (a fleet created at once, a restart)
+// do not all come back within the same seconds.
+func spread(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
 }
 
 // streamOf reads a VersionStream spec; the API has validated it, so an error here means API and resolver
