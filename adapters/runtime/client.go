@@ -96,6 +96,15 @@ type wireResource struct {
 	} `json:"owner_references"`
 }
 
+// key is the resource's queue key; a child's parent comes from its owner reference.
+func (w *wireResource) key() Key {
+	k := Key{ID: w.ID}
+	if w.OwnerReferences != nil {
+		k.ParentID = w.OwnerReferences.ID
+	}
+	return k
+}
+
 func (w *wireResource) object() *Object {
 	return &Object{Kind: w.Kind, ID: w.ID, Name: w.Name, Generation: w.Generation, Labels: w.Labels, Spec: w.Spec, DeletedTime: w.DeletedTime}
 }
@@ -125,13 +134,9 @@ func (c *apiClient) pending(ctx context.Context, kind *Kind, adapter string, res
 	if err := c.do(ctx, "list pending", http.MethodGet, "/"+kind.Plural+"?"+q.Encode(), nil, &list); err != nil {
 		return nil, false, err
 	}
-	items := make([]pendingItem, 0, len(list.Items))
-	for _, it := range list.Items {
-		p := pendingItem{Key: Key{ID: it.ID}, Generation: it.Generation}
-		if it.OwnerReferences != nil {
-			p.ParentID = it.OwnerReferences.ID
-		}
-		items = append(items, p)
+	items := make([]pendingItem, len(list.Items))
+	for i, it := range list.Items {
+		items[i] = pendingItem{Key: it.key(), Generation: it.Generation}
 	}
 	return items, len(list.Items) == size, nil
 }
@@ -153,23 +158,49 @@ func (c *apiClient) get(ctx context.Context, kind *Kind, key Key) (*Object, erro
 	return obj, nil
 }
 
-// lastReport returns the adapter's stored report about the resource, or nil.
-func (c *apiClient) lastReport(ctx context.Context, kind *Kind, key Key, adapter string) (*Report, error) {
+// recent returns the keys of up to n resources of the kind, most recently updated first.
+func (c *apiClient) recent(ctx context.Context, kind *Kind, n int) ([]Key, error) {
+	q := url.Values{"size": {strconv.Itoa(n)}, "order": {"updated_time desc"}, "include_deleted": {"true"},
+		"fields": {"id,owner_references"}}
+	var list struct {
+		Items []wireResource `json:"items"`
+	}
+	if err := c.do(ctx, "list recent", http.MethodGet, "/"+kind.Plural+"?"+q.Encode(), nil, &list); err != nil {
+		return nil, err
+	}
+	keys := make([]Key, len(list.Items))
+	for i := range list.Items {
+		keys[i] = list.Items[i].key()
+	}
+	return keys, nil
+}
+
+// ownStatus returns the adapter's stored report about the resource, or nil if it has not reported.
+func (c *apiClient) ownStatus(ctx context.Context, kind *Kind, key Key, adapter string) (*api.AdapterStatus, error) {
 	var list api.AdapterStatusList
 	if err := c.do(ctx, "list statuses", http.MethodGet, kind.path(key)+"/statuses", nil, &list); err != nil {
 		return nil, err
 	}
-	for _, st := range list.Items {
-		if st.Adapter != adapter || st.ObservedGeneration == 0 {
-			continue // generation 0 is the API's placeholder for an adapter that has not reported
+	for i, st := range list.Items {
+		// Generation 0 is the API's placeholder for a required adapter that has not reported.
+		if st.Adapter == adapter && st.ObservedGeneration > 0 {
+			return &list.Items[i], nil
 		}
-		r := &Report{ObservedGeneration: st.ObservedGeneration, ObservedTime: st.ObservedTime, Data: st.Data}
-		for _, cond := range st.Conditions {
-			r.Conditions = append(r.Conditions, Condition{Type: cond.Type, Status: ConditionStatus(cond.Status), Reason: deref(cond.Reason), Message: deref(cond.Message)})
-		}
-		return r, nil
 	}
 	return nil, nil
+}
+
+// lastReport returns the adapter's stored report about the resource as the reconciler sees it, or nil.
+func (c *apiClient) lastReport(ctx context.Context, kind *Kind, key Key, adapter string) (*Report, error) {
+	st, err := c.ownStatus(ctx, kind, key, adapter)
+	if st == nil || err != nil {
+		return nil, err
+	}
+	r := &Report{ObservedGeneration: st.ObservedGeneration, ObservedTime: st.ObservedTime, Data: st.Data}
+	for _, cond := range st.Conditions {
+		r.Conditions = append(r.Conditions, Condition{Type: cond.Type, Status: ConditionStatus(cond.Status), Reason: deref(cond.Reason), Message: deref(cond.Message)})
+	}
+	return r, nil
 }
 
 // putStatus stores the adapter's report (PUT is idempotent, so a retry after a lost answer is harmless).

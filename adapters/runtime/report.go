@@ -160,5 +160,3 @@ func changed(last *Report, conds []api.ReportedCondition) bool {
 	}
 	return false
 }
-
-func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net/http"
-	"net/url"
 )
 
 // shardOf returns the shard of a resource id among count shards. Every replica must agree, so it depends on
@@ -27,48 +25,26 @@ const shardSample = 10
 // another --shard-count: the fleet would be split two ways, some resources reconciled twice and others never.
 // Changing the shard count therefore means stopping every replica first.
 func (r *Runner) checkShards(ctx context.Context) error {
-	q := url.Values{"size": {fmt.Sprint(shardSample)}, "order": {"updated_time desc"}, "include_deleted": {"true"},
-		"fields": {"id,owner_references"}}
-	var list struct {
-		Items []wireResource `json:"items"`
-	}
-	if err := r.client.do(ctx, "list recent", http.MethodGet, "/"+r.cfg.Kind.Plural+"?"+q.Encode(), nil, &list); err != nil {
+	keys, err := r.client.recent(ctx, r.cfg.Kind, shardSample)
+	if err != nil {
 		// Not knowing is no reason to refuse: the API may be starting too. The poll will keep trying.
 		r.log.Warn("could not check other replicas' shard count", slog.Any("error", err))
 		return nil
 	}
-	window := 3 * r.cfg.PollInterval
-	if r.cfg.ResyncAfter > window {
-		window = r.cfg.ResyncAfter
-	}
-	for _, it := range list.Items {
-		key := Key{ID: it.ID}
-		if it.OwnerReferences != nil {
-			key.ParentID = it.OwnerReferences.ID
-		}
-		var statuses struct {
-			Items []struct {
-				Adapter      string         `json:"adapter"`
-				ObservedTime string         `json:"observed_time"`
-				Metadata     map[string]any `json:"metadata"`
-			} `json:"items"`
-		}
-		if err := r.client.do(ctx, "list statuses", http.MethodGet, r.cfg.Kind.path(key)+"/statuses", nil, &statuses); err != nil {
+	window := max(3*r.cfg.PollInterval, r.cfg.ResyncAfter)
+	for _, key := range keys {
+		st, err := r.client.ownStatus(ctx, r.cfg.Kind, key, r.cfg.Adapter)
+		if err != nil || st == nil || r.clock.Since(st.ObservedTime) > window {
 			continue
 		}
-		for _, st := range statuses.Items {
-			count, ok := st.Metadata["shard_count"].(float64)
-			replica, _ := st.Metadata["replica"].(string)
-			if st.Adapter != r.cfg.Adapter || !ok || replica == r.cfg.Replica || int(count) == r.cfg.ShardCount {
-				continue
-			}
-			if t, err := parseTime(st.ObservedTime); err != nil || r.clock.Since(t) > window {
-				continue
-			}
-			return fmt.Errorf("replica %q of %s reported on %s %s within the last %s with --shard-count %d, but this one has %d: "+
-				"every replica needs the same --shard-count; stop the others before changing it",
-				replica, r.cfg.Adapter, r.cfg.Kind.Name, it.ID, window, int(count), r.cfg.ShardCount)
+		count, ok := st.Metadata["shard_count"].(float64)
+		replica, _ := st.Metadata["replica"].(string)
+		if !ok || replica == r.cfg.Replica || int(count) == r.cfg.ShardCount {
+			continue
 		}
+		return fmt.Errorf("replica %q of %s reported on %s %s within the last %s with --shard-count %d, but this one has %d: "+
+			"every replica needs the same --shard-count; stop the others before changing it",
+			replica, r.cfg.Adapter, r.cfg.Kind.Name, key.ID, window, int(count), r.cfg.ShardCount)
 	}
 	return nil
 }

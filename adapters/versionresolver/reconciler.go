@@ -110,7 +110,7 @@ func streamOf(raw json.RawMessage) (Stream, error) {
 	if err != nil {
 		return Stream{}, err
 	}
-	if _, err := cincinnati.Latest(nil, spec.TargetVersion, false); errors.Is(err, cincinnati.ErrInvalidTarget) {
+	if err := cincinnati.CheckTarget(spec.TargetVersion); err != nil {
 		return Stream{}, err
 	}
 	return Stream{Target: spec.TargetVersion, Channel: cincinnati.Channel(group, spec.TargetVersion), Arch: arch,

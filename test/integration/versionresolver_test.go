@@ -106,17 +106,9 @@ func createStream(tb testing.TB, s *apiServer, name string, spec api.VersionStre
 }
 
 // resolverReport returns the version resolver's report about a stream, or nil before its first.
-func resolverReport(tb testing.TB, s *apiServer, id api.VersionStream) *api.AdapterStatus {
+func resolverReport(tb testing.TB, s *apiServer, stream api.VersionStream) *api.AdapterStatus {
 	tb.Helper()
-	resp, err := s.ListVersionStreamStatusesWithResponse(ctxFor(tb), id.Id)
-	require.NoError(tb, err)
-	require.Equal(tb, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
-	for _, st := range resp.JSON200.Items {
-		if st.Adapter == versionresolver.Name && st.ObservedGeneration > 0 {
-			return &st
-		}
-	}
-	return nil
+	return adapterReport(tb, s, stream, versionresolver.Name)
 }
 
 func condition(st *api.AdapterStatus, t string) *api.Condition {
@@ -132,15 +124,11 @@ func condition(st *api.AdapterStatus, t string) *api.Condition {
 func waitForReport(tb testing.TB, s *apiServer, stream api.VersionStream, what string, ok func(st *api.AdapterStatus) bool) *api.AdapterStatus {
 	tb.Helper()
 	var last *api.AdapterStatus
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = resolverReport(tb, s, stream); last != nil && ok(last) {
-			return last
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	tb.Fatalf("stream %s: waited for %s; last report: %+v", stream.Name, what, last)
-	return nil
+	eventually(tb, "stream "+stream.Name+": "+what, func() bool {
+		last = resolverReport(tb, s, stream)
+		return last != nil && ok(last)
+	})
+	return last
 }
 
 func resolvedTo(version string) func(st *api.AdapterStatus) bool {

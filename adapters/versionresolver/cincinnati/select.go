@@ -119,6 +119,12 @@ func Find(g *Graph, version string) (Release, bool) {
 	return Release{}, false
 }
 
+// CheckTarget returns an error wrapping ErrInvalidTarget unless target is a major.minor such as "4.16".
+func CheckTarget(target string) error {
+	_, _, err := parseTarget(target)
+	return err
+}
+
 func parseTarget(target string) (major, minor uint64, err error) {
 	if !targetRE.MatchString(target) {
 		return 0, 0, fmt.Errorf("%w: %q (want major.minor, e.g. 4.16)", ErrInvalidTarget, target)

@@ -164,3 +164,17 @@ func TestArch(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidArch, a)
 	}
 }
+
+func TestCheckTarget(t *testing.T) {
+	for _, tt := range []struct {
+		target string
+		ok     bool
+	}{{"4.16", true}, {"10.0", true}, {"4", false}, {"4.16.1", false}, {"v4.16", false}, {"", false}} {
+		err := CheckTarget(tt.target)
+		if tt.ok {
+			require.NoError(t, err, tt.target)
+		} else {
+			require.ErrorIs(t, err, ErrInvalidTarget, tt.target)
+		}
+	}
+}
