@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 )
 
@@ -72,4 +72,6 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 }
 
 // Run resolves streams until ctx ends (see adapter.Runner.Run).
-func (a *Adapter) Run(ctx context.Context) error { return a.Runner.Run(ctx, a.reconciler) }
+func (a *Adapter) Run(ctx context.Context) error {
+	return a.Runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: a.reconciler})
+}

@@ -12,18 +12,14 @@ import (
 	"math/rand/v2"
 	"time"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Name is the adapter name the resolver reports under.
 const Name = "version-resolver"
-
-// StreamKind returns the kind the resolver reconciles.
-func StreamKind() *adapter.Kind {
-	return &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"}
-}
 
 // Re-check intervals from the adapter spec.
 const (
@@ -64,8 +60,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	stream, err := streamOf(obj.Spec)
 	if err != nil {
 		return adapter.Outcome{
-			Available:  adapter.Condition{Status: adapter.False, Reason: ReasonInvalidSpec, Message: err.Error()},
-			Conditions: []adapter.Condition{{Type: ConditionImageResolved, Status: adapter.False, Reason: ReasonInvalidSpec, Message: err.Error()}},
+			Available:  conditions.Reported{Status: conditions.False, Reason: ReasonInvalidSpec, Message: err.Error()},
+			Conditions: []conditions.Reported{{Type: ConditionImageResolved, Status: conditions.False, Reason: ReasonInvalidSpec, Message: err.Error()}},
 		}, adapter.Terminal(ReasonInvalidSpec, err)
 	}
 	graph, graphErr := r.Graphs.Graph(ctx, stream.Channel, stream.Arch)
@@ -80,7 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 // Finalize has nothing to clean up: a stream lives only in the API.
 func (r *Reconciler) Finalize(context.Context, *adapter.Object) (adapter.Outcome, error) {
 	return adapter.Outcome{
-		Available: adapter.Condition{Status: adapter.False, Reason: ReasonDeleted, Message: "the stream is being deleted"},
+		Available: conditions.Reported{Status: conditions.False, Reason: ReasonDeleted, Message: "the stream is being deleted"},
 		Finalized: true,
 	}, nil
 }
@@ -88,7 +84,7 @@ func (r *Reconciler) Finalize(context.Context, *adapter.Object) (adapter.Outcome
 // spread scatters a re-check by ±10 %, so that streams resolved together (a fleet created at once, a restart)
 // do not all come back within the same seconds.
 func spread(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64())) //nolint:gosec // jitter, not a secret
 }
 
 // streamOf reads a VersionStream spec; the API has validated it, so an error here means API and resolver

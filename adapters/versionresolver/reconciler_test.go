@@ -9,9 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // fakeGraphs answers every Graph call with graph and err, and records what it was asked.
@@ -156,14 +157,14 @@ func TestReconcileKeepsTheLastReportedImage(t *testing.T) {
 	out, err := r.Reconcile(t.Context(), obj)
 	requireClass(t, err, adapter.ErrTransient)
 	require.Equal(t, map[string]cond{
-		"Available":     {adapter.True, ReasonImageKnown},
-		"ImageResolved": {adapter.False, ReasonCincinnatiUnavailable},
+		"Available":     {conditions.True, ReasonImageKnown},
+		"ImageResolved": {conditions.False, ReasonCincinnatiUnavailable},
 	}, conditionsOf(t, out))
 	require.Equal(t, dataOf(stable416, "4.16.5", earlier), out.Data)
 }
 
 func TestReconcileInvalidSpec(t *testing.T) {
-	invalid := cond{adapter.False, ReasonInvalidSpec}
+	invalid := cond{conditions.False, ReasonInvalidSpec}
 	tests := []struct {
 		name string
 		spec string
@@ -213,7 +214,7 @@ func TestReconcileAgainstSimulator(t *testing.T) {
 		tb.Helper()
 		out, err := r.Reconcile(tb.Context(), obj)
 		// The runtime hands the reconciler its previous report back, data included.
-		obj.LastReport = &adapter.Report{Conditions: out.Conditions, Data: out.Data}
+		obj.LastReport = &adapter.Report{Data: out.Data}
 		return out, err
 	}
 	first := clock
@@ -242,7 +243,7 @@ func TestReconcileAgainstSimulator(t *testing.T) {
 	out, err = reconcile(t)
 	require.NoError(t, err)
 	require.Equal(t, dataOf(stable416, "4.16.11", published), out.Data, "the resolver never moves backwards")
-	require.Equal(t, cond{adapter.False, ReasonRemovedFromGraph}, conditionsOf(t, out)["ResolvedVersionInGraph"])
+	require.Equal(t, cond{conditions.False, ReasonRemovedFromGraph}, conditionsOf(t, out)["ResolvedVersionInGraph"])
 
 	clock = clock.Add(5 * time.Minute)
 	require.NoError(t, sim.SetFault(cincinnatisim.Fault{Kind: cincinnatisim.FaultServerError, Count: 1}))
@@ -250,8 +251,8 @@ func TestReconcileAgainstSimulator(t *testing.T) {
 	requireClass(t, err, adapter.ErrTransient)
 	require.ErrorIs(t, err, cincinnati.ErrUnavailable)
 	require.Equal(t, map[string]cond{
-		"Available":     {adapter.True, ReasonImageKnown},
-		"ImageResolved": {adapter.False, ReasonCincinnatiUnavailable},
+		"Available":     {conditions.True, ReasonImageKnown},
+		"ImageResolved": {conditions.False, ReasonCincinnatiUnavailable},
 	}, conditionsOf(t, out))
 	require.Equal(t, dataOf(stable416, "4.16.11", published), out.Data)
 	requireAbout(t, DefaultRetryAfter, out.RequeueAfter)
@@ -268,8 +269,8 @@ func TestReconcileUnknownChannelAgainstSimulator(t *testing.T) {
 	requireClass(t, err, adapter.ErrTransient)
 	require.ErrorIs(t, err, cincinnati.ErrRejected)
 	require.Equal(t, map[string]cond{
-		"Available":     {adapter.False, ReasonResolutionFailed},
-		"ImageResolved": {adapter.False, ReasonResolutionFailed},
+		"Available":     {conditions.False, ReasonResolutionFailed},
+		"ImageResolved": {conditions.False, ReasonResolutionFailed},
 	}, conditionsOf(t, out))
 	requireAbout(t, DefaultRetryAfter, out.RequeueAfter)
 }

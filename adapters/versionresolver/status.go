@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Condition types the resolver reports besides the runtime's.
@@ -101,7 +102,7 @@ func resolve(s Stream, last *Resolution, graph *cincinnati.Graph, graphErr error
 		if errors.Is(graphErr, cincinnati.ErrUnavailable) || errors.Is(graphErr, cincinnati.ErrBadResponse) {
 			reason = ReasonCincinnatiUnavailable
 		}
-		out := adapter.Outcome{Conditions: []adapter.Condition{{Type: ConditionImageResolved, Status: adapter.False, Reason: reason,
+		out := adapter.Outcome{Conditions: []conditions.Reported{{Type: ConditionImageResolved, Status: conditions.False, Reason: reason,
 			Message: graphErr.Error()}}}
 		keep(&out, last, reason, "Cincinnati could not be asked")
 		return out, adapter.Transient(reason, graphErr)
@@ -112,7 +113,7 @@ func resolve(s Stream, last *Resolution, graph *cincinnati.Graph, graphErr error
 		if !errors.Is(err, cincinnati.ErrVersionNotFound) {
 			reason = ReasonInvalidSpec
 		}
-		out := adapter.Outcome{Conditions: []adapter.Condition{{Type: ConditionImageResolved, Status: adapter.False, Reason: reason,
+		out := adapter.Outcome{Conditions: []conditions.Reported{{Type: ConditionImageResolved, Status: conditions.False, Reason: reason,
 			Message: fmt.Sprintf("no release of %s in %s: %v", s.Target, where, err)}}}
 		keep(&out, last, reason, "its channel has no release of "+s.Target)
 		if last != nil {
@@ -129,9 +130,9 @@ func resolve(s Stream, last *Resolution, graph *cincinnati.Graph, graphErr error
 		chosen = last
 	}
 	return adapter.Outcome{
-		Available: adapter.Condition{Status: adapter.True, Reason: ReasonResolved, Message: fmt.Sprintf("%s resolves to %s", where, chosen.Version)},
-		Conditions: []adapter.Condition{
-			{Type: ConditionImageResolved, Status: adapter.True, Reason: ReasonResolved, Message: fmt.Sprintf("%s: %s is %s", where, chosen.Version, chosen.Image)},
+		Available: conditions.Reported{Status: conditions.True, Reason: ReasonResolved, Message: fmt.Sprintf("%s resolves to %s", where, chosen.Version)},
+		Conditions: []conditions.Reported{
+			{Type: ConditionImageResolved, Status: conditions.True, Reason: ReasonResolved, Message: fmt.Sprintf("%s: %s is %s", where, chosen.Version, chosen.Image)},
 			inGraph(graph, chosen, s),
 		},
 		Data: chosen.data(),
@@ -141,18 +142,18 @@ func resolve(s Stream, last *Resolution, graph *cincinnati.Graph, graphErr error
 // keep makes the outcome of a failed check hold on to the last resolution, if any: clusters keep a working image.
 func keep(out *adapter.Outcome, last *Resolution, reason, why string) {
 	if last == nil {
-		out.Available = adapter.Condition{Status: adapter.False, Reason: reason, Message: "no release image is known: " + why}
+		out.Available = conditions.Reported{Status: conditions.False, Reason: reason, Message: "no release image is known: " + why}
 		return
 	}
-	out.Available = adapter.Condition{Status: adapter.True, Reason: ReasonImageKnown,
+	out.Available = conditions.Reported{Status: conditions.True, Reason: ReasonImageKnown,
 		Message: fmt.Sprintf("keeping %s (%s): %s", last.Version, last.Image, why)}
 	out.Data = last.data()
 }
 
-func inGraph(g *cincinnati.Graph, r *Resolution, s Stream) adapter.Condition {
+func inGraph(g *cincinnati.Graph, r *Resolution, s Stream) conditions.Reported {
 	if _, ok := cincinnati.Find(g, r.Version); ok {
-		return adapter.Condition{Type: ConditionResolvedVersionInGraph, Status: adapter.True, Reason: ReasonInGraph}
+		return conditions.Reported{Type: ConditionResolvedVersionInGraph, Status: conditions.True, Reason: ReasonInGraph}
 	}
-	return adapter.Condition{Type: ConditionResolvedVersionInGraph, Status: adapter.False, Reason: ReasonRemovedFromGraph,
+	return conditions.Reported{Type: ConditionResolvedVersionInGraph, Status: conditions.False, Reason: ReasonRemovedFromGraph,
 		Message: fmt.Sprintf("%s is no longer in %s/%s; keeping it, since the resolver never moves backwards", r.Version, s.Channel, s.Arch)}
 }

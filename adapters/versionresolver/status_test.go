@@ -1,15 +1,17 @@
 package versionresolver
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 var (
@@ -52,7 +54,7 @@ func dataOf(s Stream, version string, t time.Time) map[string]any {
 }
 
 type cond struct {
-	Status adapter.ConditionStatus
+	Status conditions.Status
 	Reason string
 }
 
@@ -60,14 +62,14 @@ type cond struct {
 // condition says nothing: its message is all an operator gets to see.
 func conditionsOf(tb testing.TB, out adapter.Outcome) map[string]cond {
 	tb.Helper()
-	got := map[string]cond{adapter.ConditionAvailable: {out.Available.Status, out.Available.Reason}}
-	if out.Available.Status == adapter.False {
+	got := map[string]cond{conditions.Available: {out.Available.Status, out.Available.Reason}}
+	if out.Available.Status == conditions.False {
 		require.NotEmpty(tb, out.Available.Message, "Available is False without a message")
 	}
 	for _, c := range out.Conditions {
 		_, dup := got[c.Type]
 		require.False(tb, dup, "condition %s reported twice", c.Type)
-		if c.Status == adapter.False {
+		if c.Status == conditions.False {
 			require.NotEmpty(tb, c.Message, "condition %s is False without a message", c.Type)
 		}
 		got[c.Type] = cond{c.Status, c.Reason}
@@ -78,13 +80,13 @@ func conditionsOf(tb testing.TB, out adapter.Outcome) map[string]cond {
 // requireClass checks err's class: want is adapter.ErrTransient, adapter.ErrTerminal or nil.
 func requireClass(tb testing.TB, err, want error) {
 	tb.Helper()
-	switch want {
-	case nil:
+	switch {
+	case want == nil:
 		require.NoError(tb, err)
-	case adapter.ErrTransient:
+	case errors.Is(want, adapter.ErrTransient):
 		require.ErrorIs(tb, err, adapter.ErrTransient)
 		require.NotErrorIs(tb, err, adapter.ErrTerminal)
-	case adapter.ErrTerminal:
+	case errors.Is(want, adapter.ErrTerminal):
 		require.ErrorIs(tb, err, adapter.ErrTerminal)
 		require.NotErrorIs(tb, err, adapter.ErrTransient)
 	default:
@@ -97,13 +99,13 @@ func TestResolve(t *testing.T) {
 	unavailable := fmt.Errorf("%w: GET https://api.openshift.com/api/upgrades_info/v1/graph: connection refused", cincinnati.ErrUnavailable)
 	badResponse := fmt.Errorf("%w: decode graph stable-4.16/amd64: unexpected EOF", cincinnati.ErrBadResponse)
 
-	resolved := cond{adapter.True, ReasonResolved}
-	inGraph := cond{adapter.True, ReasonInGraph}
-	removed := cond{adapter.False, ReasonRemovedFromGraph}
-	imageKnown := cond{adapter.True, ReasonImageKnown}
-	notFound := cond{adapter.False, ReasonVersionNotFound}
-	failed := cond{adapter.False, ReasonResolutionFailed}
-	unreachable := cond{adapter.False, ReasonCincinnatiUnavailable}
+	resolved := cond{conditions.True, ReasonResolved}
+	inGraph := cond{conditions.True, ReasonInGraph}
+	removed := cond{conditions.False, ReasonRemovedFromGraph}
+	imageKnown := cond{conditions.True, ReasonImageKnown}
+	notFound := cond{conditions.False, ReasonVersionNotFound}
+	failed := cond{conditions.False, ReasonResolutionFailed}
+	unreachable := cond{conditions.False, ReasonCincinnatiUnavailable}
 
 	tests := []struct {
 		name     string
@@ -267,7 +269,7 @@ func TestResolve(t *testing.T) {
 			name:    "invalid target",
 			stream:  Stream{Target: "4", Channel: "stable-4", Arch: "amd64"},
 			graph:   graphOf("amd64", "4.16.3"),
-			want:    map[string]cond{"Available": {adapter.False, ReasonInvalidSpec}, "ImageResolved": {adapter.False, ReasonInvalidSpec}},
+			want:    map[string]cond{"Available": {conditions.False, ReasonInvalidSpec}, "ImageResolved": {conditions.False, ReasonInvalidSpec}},
 			wantErr: adapter.ErrTerminal,
 		},
 	}

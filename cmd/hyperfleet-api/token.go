@@ -15,7 +15,7 @@ import (
 
 // Development tokens are issued with these unless told otherwise; `serve` must be started with the same.
 const (
-	devTokenIssuer   = "hyperfleet-dev"
+	devTokenIssuer   = "hyperfleet-dev" //nolint:gosec // an issuer name, not a credential
 	devTokenAudience = "hyperfleet"
 )
 

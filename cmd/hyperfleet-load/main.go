@@ -63,8 +63,9 @@ func main() {
 	}
 	cfg.adapters = strings.Split(*adapters, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	err := run(ctx, cfg)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hyperfleet-load:", err)
 		os.Exit(1)
 	}
@@ -137,8 +138,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	info, err := client.GetAPIInfoWithResponse(ctx)
-	if err != nil || info.JSON200 == nil {
-		return fmt.Errorf("no hyperfleet-api at %s (start one with `make run`): %v", cfg.url, err)
+	if err != nil {
+		return fmt.Errorf("no hyperfleet-api at %s (start one with `make run`): %w", cfg.url, err)
+	}
+	if info.JSON200 == nil {
+		return fmt.Errorf("no hyperfleet-api at %s (start one with `make run`): %d %s", cfg.url, info.StatusCode(), info.Body)
 	}
 	fmt.Printf("hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase\n",
 		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests)
@@ -177,15 +181,15 @@ func run(ctx context.Context, cfg config) error {
 	all := []namedPhase{
 		// Read phases read the body but do not decode it: they measure the server, not this client's JSON.
 		{"get", func(ctx context.Context, _ int) (int, error) {
-			return drain(client.GetCluster(ctx, ids[rand.IntN(len(ids))]))
+			return drain(client.GetCluster(ctx, ids[rand.IntN(len(ids))])) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"list", func(ctx context.Context, _ int) (int, error) {
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)}))
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"search", func(ctx context.Context, _ int) (int, error) {
 			// One env in four matches a shard, so a quarter of searches return 100 clusters, the rest none.
 			q := fmt.Sprintf("labels.env = '%s' and labels.shard = '%d'", envs[rand.IntN(len(envs))], rand.IntN(100))
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{Search: &q, Size: ptr(100)}))
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{Search: &q, Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"status", func(ctx context.Context, _ int) (int, error) {
 			return status(ctx, ids[rand.IntN(len(ids))], cfg.adapters[rand.IntN(len(cfg.adapters))])
@@ -194,11 +198,11 @@ func run(ctx context.Context, cfg config) error {
 			return status(ctx, ids[i], cfg.adapters[0])
 		}, len(ids)},
 		{"poll", func(ctx context.Context, _ int) (int, error) {
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)}))
+			return drain(client.ListClusters(ctx, &api.ListClustersParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 	}
-	for _, p := range all {
-		if cfg.phases[p.name] {
+	for i := range all {
+		if p := &all[i]; cfg.phases[p.name] {
 			phase(ctx, cfg, p.name, p.n, p.op, http.StatusOK).print()
 		}
 	}
@@ -211,13 +215,17 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 		var ids []openapitypes.UUID
 		for page := 1; len(ids) < cfg.clusters; page++ {
 			resp, err := client.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(page), Size: ptr(500), Fields: ptr("id")})
-			if err != nil || resp.JSON200 == nil {
-				return nil, fmt.Errorf("list clusters: %v", err)
+			if err != nil {
+				return nil, fmt.Errorf("list clusters: %w", err)
 			}
-			for _, c := range resp.JSON200.Items {
-				ids = append(ids, c.Id)
+			sparse := resp.ApplicationvndHyperfleetSparseJSON200
+			if sparse == nil {
+				return nil, fmt.Errorf("list clusters: %d %s", resp.StatusCode(), resp.Body)
 			}
-			if len(resp.JSON200.Items) < 500 {
+			for i := range sparse.Items {
+				ids = append(ids, sparse.Items[i].Id)
+			}
+			if len(sparse.Items) < 500 {
 				break
 			}
 		}
@@ -278,8 +286,11 @@ func streamPhases(ctx context.Context, cfg config, client *api.ClientWithRespons
 	start := time.Now()
 	for {
 		resp, err := client.ListVersionStreamsWithResponse(ctx, &api.ListVersionStreamsParams{Search: &query, Size: ptr(1)})
-		if err != nil || resp.JSON200 == nil {
-			return fmt.Errorf("count resolved streams: %v", err)
+		if err != nil {
+			return fmt.Errorf("count resolved streams: %w", err)
+		}
+		if resp.JSON200 == nil {
+			return fmt.Errorf("count resolved streams: %d %s", resp.StatusCode(), resp.Body)
 		}
 		ready := resp.JSON200.Total
 		elapsed := time.Since(start)

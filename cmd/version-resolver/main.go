@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 )
 
@@ -29,7 +29,7 @@ func main() {
 }
 
 func command() *cobra.Command {
-	rt := adapter.Defaults(versionresolver.Name, versionresolver.StreamKind(), ":8091")
+	rt := adapter.Defaults(versionresolver.Name, ":8091")
 	opts := versionresolver.DefaultOptions()
 	logLevel := "info"
 	cmd := &cobra.Command{

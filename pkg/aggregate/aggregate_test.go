@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 const (
-	T = resource.ConditionTrue
-	F = resource.ConditionFalse
-	U = resource.ConditionUnknown
+	T = conditions.True
+	F = conditions.False
+	U = conditions.Unknown
 )
 
 // at returns a fixed instant, minutes after an arbitrary epoch; tests never read the clock.
@@ -25,69 +25,69 @@ func at(minutes int) time.Time {
 // now is the Now of every Compute call in the table.
 func now() time.Time { return at(30) }
 
-func cond(typ string, status resource.ConditionStatus, reason string) resource.Condition {
-	return resource.Condition{Type: typ, Status: status, Reason: reason, Message: reason + " message"}
+func cond(typ string, status conditions.Status, reason string) conditions.Condition {
+	return conditions.Condition{Type: typ, Status: status, Reason: reason, Message: reason + " message"}
 }
 
 // report builds an adapter report with the given Available status (and reason) plus any extra conditions.
-func report(adapter string, gen int64, available resource.ConditionStatus, reason string, extra ...resource.Condition) aggregate.Report {
+func report(adapter string, gen int64, available conditions.Status, reason string, extra ...conditions.Condition) aggregate.Report {
 	return aggregate.Report{
 		Adapter:            adapter,
 		ObservedGeneration: gen,
 		ObservedTime:       at(int(gen)),
-		Conditions:         append([]resource.Condition{cond(aggregate.ConditionAvailable, available, reason)}, extra...),
+		Conditions:         append([]conditions.Condition{cond(conditions.Available, available, reason)}, extra...),
 	}
 }
 
 // want builds an expected aggregated condition stamped at now(), with a last transition at ltt.
-func want(typ string, status resource.ConditionStatus, reason, message string, gen int64, ltt time.Time) resource.Condition {
-	return resource.Condition{
+func want(typ string, status conditions.Status, reason, message string, gen int64, ltt time.Time) conditions.Condition {
+	return conditions.Condition{
 		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: gen,
 		LastTransitionTime: ltt, LastUpdatedTime: now(),
 	}
 }
 
 // mirror is the expected per-adapter condition of an adapter whose report() had this status and reason.
-func mirror(adapter string, status resource.ConditionStatus, reason string, gen int64) resource.Condition {
-	return want(aggregate.ConditionType(adapter), status, reason, reason+" message", gen, now())
+func mirror(adapter string, status conditions.Status, reason string, gen int64) conditions.Condition {
+	return want(conditions.AdapterAvailable(adapter), status, reason, reason+" message", gen, now())
 }
 
-func notReported(adapter string) resource.Condition {
-	return want(aggregate.ConditionType(adapter), U, aggregate.ReasonNotReported,
+func notReported(adapter string) conditions.Condition {
+	return want(conditions.AdapterAvailable(adapter), U, conditions.ReasonNotReported,
 		"adapter "+adapter+" has not reported", 0, now())
 }
 
 func TestCompute(t *testing.T) {
 	n := now()
-	allReady := func(gen int64, ltt time.Time, adapters ...string) resource.Condition {
-		return want(aggregate.ConditionReady, T, aggregate.ReasonAllAdaptersReady,
+	allReady := func(gen int64, ltt time.Time, adapters ...string) conditions.Condition {
+		return want(conditions.Ready, T, conditions.ReasonAllAdaptersReady,
 			fmt.Sprintf("all %d required adapters are Available at generation %d", len(adapters), gen), gen, ltt)
 	}
-	allAvailable := func(gen int64, ltt time.Time, adapters ...string) resource.Condition {
-		return want(aggregate.ConditionAvailable, T, aggregate.ReasonAllAdaptersAvailable,
+	allAvailable := func(gen int64, ltt time.Time, adapters ...string) conditions.Condition {
+		return want(conditions.Available, T, conditions.ReasonAllAdaptersAvailable,
 			fmt.Sprintf("all %d required adapters are Available", len(adapters)), gen, ltt)
 	}
 
 	tests := []struct {
 		name string
 		in   aggregate.Input
-		want resource.Status
+		want aggregate.Result
 	}{
 		{
 			name: "no required adapters: no conditions, Ready",
 			in:   aggregate.Input{Generation: 1, Now: n},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{}},
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{}},
 		},
 		{
 			name: "no required adapters: reports of other adapters ignored",
 			in: aggregate.Input{Generation: 2, Now: n, Reports: []aggregate.Report{report("x", 1, F, "Down",
-				cond(aggregate.ConditionHealth, F, "Sick"))}},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{}},
+				cond(conditions.Health, F, "Sick"))}},
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{}},
 		},
 		{
 			name: "no required adapters, deleting",
 			in:   aggregate.Input{Generation: 2, Deleting: true, Now: n},
-			want: resource.Status{Phase: resource.PhaseDeleting, Conditions: []resource.Condition{}},
+			want: aggregate.Result{Phase: conditions.PhaseDeleting, Conditions: []conditions.Condition{}},
 		},
 		{
 			name: "all required adapters Available at current generation",
@@ -95,7 +95,7 @@ func TestCompute(t *testing.T) {
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("b", 2, T, "Up"), report("a", 2, T, "Fine")},
 			},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{
 				allReady(2, n, "a", "b"),
 				allAvailable(2, n, "a", "b"),
 				mirror("a", T, "Fine", 2),
@@ -108,8 +108,8 @@ func TestCompute(t *testing.T) {
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up"), report("b", 1, T, "Up")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: b (observed generation 1 of 2)", 2, n),
 				allAvailable(1, n, "a", "b"),
 				mirror("a", T, "Up", 2),
@@ -122,8 +122,8 @@ func TestCompute(t *testing.T) {
 				Generation: 3, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up"), report("b", 1, T, "Up")},
 			},
-			want: resource.Status{Phase: resource.PhasePending, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhasePending, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (observed generation 2 of 3), b (observed generation 1 of 3)", 3, n),
 				allAvailable(1, n, "a", "b"),
 				mirror("a", T, "Up", 2),
@@ -136,9 +136,9 @@ func TestCompute(t *testing.T) {
 				Generation: 1, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("a", 1, T, "Up")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersMissing, "no report from: b", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersMissing, "no report from: b", 0, n),
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersMissing, "no report from: b", 1, n),
+				want(conditions.Available, F, conditions.ReasonAdaptersMissing, "no report from: b", 0, n),
 				mirror("a", T, "Up", 1),
 				notReported("b"),
 			}},
@@ -146,9 +146,9 @@ func TestCompute(t *testing.T) {
 		{
 			name: "no reports at all: Pending",
 			in:   aggregate.Input{Generation: 1, Required: []string{"a", "b"}, Now: n},
-			want: resource.Status{Phase: resource.PhasePending, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersMissing, "no report from: a, b", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersMissing, "no report from: a, b", 0, n),
+			want: aggregate.Result{Phase: conditions.PhasePending, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersMissing, "no report from: a, b", 1, n),
+				want(conditions.Available, F, conditions.ReasonAdaptersMissing, "no report from: a, b", 0, n),
 				notReported("a"),
 				notReported("b"),
 			}},
@@ -159,10 +159,10 @@ func TestCompute(t *testing.T) {
 				Generation: 2, Required: []string{"a", "b", "c"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up"), report("b", 1, F, "Boom")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersMissing,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersMissing,
 					"no report from: c; not ready: b (observed generation 1 of 2, Available=False: Boom)", 2, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersMissing,
+				want(conditions.Available, F, conditions.ReasonAdaptersMissing,
 					"no report from: c; unavailable: b (Available=False: Boom)", 0, n),
 				mirror("a", T, "Up", 2),
 				mirror("b", F, "Boom", 1),
@@ -175,10 +175,10 @@ func TestCompute(t *testing.T) {
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, F, "Boom"), report("b", 2, T, "Up")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=False: Boom)", 2, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=False: Boom)", 2, n),
 				mirror("a", F, "Boom", 2),
 				mirror("b", T, "Up", 2),
@@ -189,14 +189,14 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{
-					report("a", 2, F, "Boom", cond(aggregate.ConditionHealth, F, "Sick")),
+					report("a", 2, F, "Boom", cond(conditions.Health, F, "Sick")),
 					report("b", 2, T, "Up"),
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseDegraded, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseDegraded, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=False: Boom)", 2, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=False: Boom)", 2, n),
 				mirror("a", F, "Boom", 2),
 				mirror("b", T, "Up", 2),
@@ -206,12 +206,12 @@ func TestCompute(t *testing.T) {
 			name: "Available=False and Health=True at current generation: not Degraded",
 			in: aggregate.Input{
 				Generation: 2, Required: []string{"a"}, Now: n,
-				Reports: []aggregate.Report{report("a", 2, F, "Boom", cond(aggregate.ConditionHealth, T, "Fine"))},
+				Reports: []aggregate.Report{report("a", 2, F, "Boom", cond(conditions.Health, T, "Fine"))},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=False: Boom)", 2, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=False: Boom)", 2, n),
 				mirror("a", F, "Boom", 2),
 			}},
@@ -221,12 +221,12 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{
-					report("a", 2, T, "Up", cond(aggregate.ConditionHealth, F, "Sick")),
+					report("a", 2, T, "Up", cond(conditions.Health, F, "Sick")),
 					report("b", 1, T, "Up"),
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: b (observed generation 1 of 2)", 2, n),
 				allAvailable(1, n, "a", "b"),
 				mirror("a", T, "Up", 2),
@@ -237,12 +237,12 @@ func TestCompute(t *testing.T) {
 			name: "Available=False and Health=False at an old generation: not Degraded",
 			in: aggregate.Input{
 				Generation: 3, Required: []string{"a"}, Now: n,
-				Reports: []aggregate.Report{report("a", 2, F, "Boom", cond(aggregate.ConditionHealth, F, "Sick"))},
+				Reports: []aggregate.Report{report("a", 2, F, "Boom", cond(conditions.Health, F, "Sick"))},
 			},
-			want: resource.Status{Phase: resource.PhasePending, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhasePending, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (observed generation 2 of 3, Available=False: Boom)", 3, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=False: Boom)", 2, n),
 				mirror("a", F, "Boom", 2),
 			}},
@@ -251,12 +251,12 @@ func TestCompute(t *testing.T) {
 			name: "Available=Unknown is not available",
 			in: aggregate.Input{
 				Generation: 1, Required: []string{"a"}, Now: n,
-				Reports: []aggregate.Report{report("a", 1, U, "Checking", cond(aggregate.ConditionHealth, F, "Sick"))},
+				Reports: []aggregate.Report{report("a", 1, U, "Checking", cond(conditions.Health, F, "Sick"))},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=Unknown: Checking)", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=Unknown: Checking)", 1, n),
 				mirror("a", U, "Checking", 1),
 			}},
@@ -265,13 +265,13 @@ func TestCompute(t *testing.T) {
 			name: "Available=False without a reason",
 			in: aggregate.Input{
 				Generation: 1, Required: []string{"a"}, Now: n,
-				Reports: []aggregate.Report{{Adapter: "a", ObservedGeneration: 1, Conditions: []resource.Condition{
-					{Type: aggregate.ConditionAvailable, Status: F},
+				Reports: []aggregate.Report{{Adapter: "a", ObservedGeneration: 1, Conditions: []conditions.Condition{
+					{Type: conditions.Available, Status: F},
 				}}},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady, "not ready: a (Available=False)", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable, "unavailable: a (Available=False)", 1, n),
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady, "not ready: a (Available=False)", 1, n),
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable, "unavailable: a (Available=False)", 1, n),
 				want("AAvailable", F, "", "", 1, n),
 			}},
 		},
@@ -279,16 +279,16 @@ func TestCompute(t *testing.T) {
 			name: "report without an Available condition counts as Unknown",
 			in: aggregate.Input{
 				Generation: 1, Required: []string{"a"}, Now: n,
-				Reports: []aggregate.Report{{Adapter: "a", ObservedGeneration: 1, Conditions: []resource.Condition{
-					cond(aggregate.ConditionApplied, T, "Applied"),
+				Reports: []aggregate.Report{{Adapter: "a", ObservedGeneration: 1, Conditions: []conditions.Condition{
+					cond(conditions.Applied, T, "Applied"),
 				}}},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=Unknown: no Available condition)", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=Unknown: no Available condition)", 1, n),
-				want("AAvailable", U, aggregate.ReasonAvailableConditionMissing,
+				want("AAvailable", U, conditions.ReasonAvailableConditionMissing,
 					"the report of adapter a has no Available condition", 1, n),
 			}},
 		},
@@ -298,10 +298,10 @@ func TestCompute(t *testing.T) {
 				Generation: 1, Required: []string{"a"}, Now: n,
 				Reports: []aggregate.Report{report("a", 1, "true", "Odd")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=Unknown: Odd)", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=Unknown: Odd)", 1, n),
 				mirror("a", U, "Odd", 1),
 			}},
@@ -311,12 +311,12 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 1, Required: []string{"a"}, Now: n,
 				Reports: []aggregate.Report{
-					report("x", 1, F, "Boom", cond(aggregate.ConditionHealth, F, "Sick")),
+					report("x", 1, F, "Boom", cond(conditions.Health, F, "Sick")),
 					report("a", 1, T, "Up"),
 					report("y", 1, U, "Dunno"),
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{
 				allReady(1, n, "a"),
 				allAvailable(1, n, "a"),
 				mirror("a", T, "Up", 1),
@@ -328,8 +328,8 @@ func TestCompute(t *testing.T) {
 				Generation: 3, Deleting: true, Required: []string{"a"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up")},
 			},
-			want: resource.Status{Phase: resource.PhaseDeleting, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseDeleting, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (observed generation 2 of 3)", 3, n),
 				allAvailable(2, n, "a"),
 				mirror("a", T, "Up", 2),
@@ -340,14 +340,14 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 3, Deleting: true, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{
-					report("a", 3, F, "Boom", cond(aggregate.ConditionHealth, F, "Sick")),
+					report("a", 3, F, "Boom", cond(conditions.Health, F, "Sick")),
 					report("b", 3, T, "Up"),
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseDeleting, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseDeleting, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: a (Available=False: Boom)", 3, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: a (Available=False: Boom)", 3, n),
 				mirror("a", F, "Boom", 3),
 				mirror("b", T, "Up", 3),
@@ -358,11 +358,11 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 2, Required: []string{"a", "b"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up"), report("b", 2, F, "Boom")},
-				Previous: []resource.Condition{
+				Previous: []conditions.Condition{
 					// Ready was False and stays False (reason and message change): keep.
-					{Type: aggregate.ConditionReady, Status: F, Reason: aggregate.ReasonAdaptersMissing, LastTransitionTime: at(1)},
+					{Type: conditions.Ready, Status: F, Reason: conditions.ReasonAdaptersMissing, LastTransitionTime: at(1)},
 					// Available was True, now False: flip.
-					{Type: aggregate.ConditionAvailable, Status: T, LastTransitionTime: at(2)},
+					{Type: conditions.Available, Status: T, LastTransitionTime: at(2)},
 					// a stays True: keep.
 					{Type: "AAvailable", Status: T, LastTransitionTime: at(3)},
 					// b was Unknown (not reported), now False: flip.
@@ -371,10 +371,10 @@ func TestCompute(t *testing.T) {
 					{Type: "OldAvailable", Status: T, LastTransitionTime: at(5)},
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersNotReady,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersNotReady,
 					"not ready: b (Available=False: Boom)", 2, at(1)),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersUnavailable,
+				want(conditions.Available, F, conditions.ReasonAdaptersUnavailable,
 					"unavailable: b (Available=False: Boom)", 2, n),
 				want("AAvailable", T, "Up", "Up message", 2, at(3)),
 				want("BAvailable", F, "Boom", "Boom message", 2, n),
@@ -385,13 +385,13 @@ func TestCompute(t *testing.T) {
 			in: aggregate.Input{
 				Generation: 2, Required: []string{"a"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up")},
-				Previous: []resource.Condition{
-					{Type: aggregate.ConditionReady, Status: F, LastTransitionTime: at(1)},
-					{Type: aggregate.ConditionAvailable, Status: T},
+				Previous: []conditions.Condition{
+					{Type: conditions.Ready, Status: F, LastTransitionTime: at(1)},
+					{Type: conditions.Available, Status: T},
 					{Type: "AAvailable", Status: T, LastTransitionTime: at(3)},
 				},
 			},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{
 				allReady(2, n, "a"),
 				allAvailable(2, n, "a"),
 				want("AAvailable", T, "Up", "Up message", 2, at(3)),
@@ -403,10 +403,10 @@ func TestCompute(t *testing.T) {
 				Generation: 1, Required: []string{"zeta-applier", "alpha.resolver", "zeta-applier", "m_x"}, Now: n,
 				Reports: []aggregate.Report{report("alpha.resolver", 1, F, "Boom")},
 			},
-			want: resource.Status{Phase: resource.PhaseProgressing, Conditions: []resource.Condition{
-				want(aggregate.ConditionReady, F, aggregate.ReasonAdaptersMissing,
+			want: aggregate.Result{Phase: conditions.PhaseProgressing, Conditions: []conditions.Condition{
+				want(conditions.Ready, F, conditions.ReasonAdaptersMissing,
 					"no report from: zeta-applier, m_x; not ready: alpha.resolver (Available=False: Boom)", 1, n),
-				want(aggregate.ConditionAvailable, F, aggregate.ReasonAdaptersMissing,
+				want(conditions.Available, F, conditions.ReasonAdaptersMissing,
 					"no report from: zeta-applier, m_x; unavailable: alpha.resolver (Available=False: Boom)", 0, n),
 				notReported("zeta-applier"),
 				want("AlphaResolverAvailable", F, "Boom", "Boom message", 1, n),
@@ -419,7 +419,7 @@ func TestCompute(t *testing.T) {
 				Generation: 2, Required: []string{"a"}, Now: n,
 				Reports: []aggregate.Report{report("a", 2, T, "Up"), report("a", 1, F, "Boom")},
 			},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{
 				allReady(2, n, "a"),
 				allAvailable(2, n, "a"),
 				mirror("a", T, "Up", 2),
@@ -435,7 +435,7 @@ func TestCompute(t *testing.T) {
 					return []aggregate.Report{older, newer}
 				}(),
 			},
-			want: resource.Status{Phase: resource.PhaseReady, Conditions: []resource.Condition{
+			want: aggregate.Result{Phase: conditions.PhaseReady, Conditions: []conditions.Condition{
 				allReady(2, n, "a"),
 				allAvailable(2, n, "a"),
 				mirror("a", T, "Up", 2),
@@ -459,31 +459,9 @@ func TestCompute(t *testing.T) {
 	}
 }
 
-func TestConditionType(t *testing.T) {
-	tests := []struct {
-		adapter string
-		want    string
-	}{
-		{"version-resolver", "VersionResolverAvailable"},
-		{"hostedcluster-applier", "HostedclusterApplierAvailable"},
-		{"dns_zone.sync", "DnsZoneSyncAvailable"},
-		{"a", "AAvailable"},
-		{"nodePool-scaler", "NodePoolScalerAvailable"},
-		{"a--b", "ABAvailable"},
-		{"-leading-trailing-", "LeadingTrailingAvailable"},
-		{"v2-agent", "V2AgentAvailable"},
-		{"ébène", "ÉbèneAvailable"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.adapter, func(t *testing.T) {
-			require.Equal(t, tt.want, aggregate.ConditionType(tt.adapter))
-		})
-	}
-}
-
 func TestFinalized(t *testing.T) {
-	finalized := func(adapter string, gen int64, status resource.ConditionStatus) aggregate.Report {
-		return report(adapter, gen, T, "Up", cond(aggregate.ConditionFinalized, status, "Cleanup"))
+	finalized := func(adapter string, gen int64, status conditions.Status) aggregate.Report {
+		return report(adapter, gen, T, "Up", cond(conditions.Finalized, status, "Cleanup"))
 	}
 	tests := []struct {
 		name string

@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // randomInput draws an input over a small name and generation space, so that collisions (same adapter required
 // and reporting, same generation) are common.
 func randomInput(rng *rand.Rand) aggregate.Input {
 	names := []string{"a", "b", "c", "d", "e", "f"}
-	statuses := []resource.ConditionStatus{T, F, U}
+	statuses := []conditions.Status{T, F, U}
 	gen := int64(1 + rng.Intn(4))
 	in := aggregate.Input{Generation: gen, Deleting: rng.Intn(5) == 0, Now: now()}
 	perm := rng.Perm(len(names))
@@ -30,10 +30,10 @@ func randomInput(rng *rand.Rand) aggregate.Input {
 		}
 		r := aggregate.Report{Adapter: name, ObservedGeneration: 1 + rng.Int63n(gen), ObservedTime: at(1)}
 		if rng.Intn(10) != 0 { // sometimes no Available at all
-			r.Conditions = append(r.Conditions, cond(aggregate.ConditionAvailable, statuses[rng.Intn(3)], "R"))
+			r.Conditions = append(r.Conditions, cond(conditions.Available, statuses[rng.Intn(3)], "R"))
 		}
 		if rng.Intn(2) == 0 {
-			r.Conditions = append(r.Conditions, cond(aggregate.ConditionHealth, statuses[rng.Intn(3)], "H"))
+			r.Conditions = append(r.Conditions, cond(conditions.Health, statuses[rng.Intn(3)], "H"))
 		}
 		in.Reports = append(in.Reports, r)
 	}
@@ -52,29 +52,29 @@ func TestComputeProperties(t *testing.T) {
 		if len(in.Required) == 0 {
 			require.Empty(t, got.Conditions, msg)
 			if !in.Deleting {
-				require.Equal(t, resource.PhaseReady, got.Phase, msg)
+				require.Equal(t, conditions.PhaseReady, got.Phase, msg)
 			}
 			continue
 		}
 		require.Len(t, got.Conditions, 2+len(in.Required), msg)
 		ready, available := got.Conditions[0], got.Conditions[1]
-		require.Equal(t, aggregate.ConditionReady, ready.Type, msg)
-		require.Equal(t, aggregate.ConditionAvailable, available.Type, msg)
+		require.Equal(t, conditions.Ready, ready.Type, msg)
+		require.Equal(t, conditions.Available, available.Type, msg)
 		require.Equal(t, in.Generation, ready.ObservedGeneration, msg)
 		require.LessOrEqual(t, available.ObservedGeneration, in.Generation, msg)
 		if ready.Status == T {
 			require.Equal(t, T, available.Status, msg)
 		}
 		if in.Deleting {
-			require.Equal(t, resource.PhaseDeleting, got.Phase, msg)
+			require.Equal(t, conditions.PhaseDeleting, got.Phase, msg)
 		} else {
-			require.Equal(t, ready.Status == T, got.Phase == resource.PhaseReady, msg)
+			require.Equal(t, ready.Status == T, got.Phase == conditions.PhaseReady, msg)
 		}
 		for j, c := range got.Conditions {
-			require.Contains(t, []resource.ConditionStatus{T, F, U}, c.Status, msg)
+			require.Contains(t, []conditions.Status{T, F, U}, c.Status, msg)
 			require.Equal(t, in.Now, c.LastUpdatedTime, msg)
 			if j >= 2 {
-				require.Equal(t, aggregate.ConditionType(in.Required[j-2]), c.Type, msg)
+				require.Equal(t, conditions.AdapterAvailable(in.Required[j-2]), c.Type, msg)
 			}
 		}
 
@@ -108,7 +108,7 @@ func BenchmarkCompute(b *testing.B) {
 			avail = F
 		}
 		in.Reports = append(in.Reports, report(name, gen, avail, "R",
-			cond(aggregate.ConditionHealth, avail, "H"), cond(aggregate.ConditionApplied, T, "A")))
+			cond(conditions.Health, avail, "H"), cond(conditions.Applied, T, "A")))
 	}
 	in.Reports = append(in.Reports, report("not-required", 4, T, "R"))
 	in.Previous = aggregate.Compute(in).Conditions

@@ -590,6 +590,39 @@ type ResourceStatus struct {
 // ResourceStatusPhase defines model for ResourceStatus.Phase.
 type ResourceStatusPhase string
 
+// SparseList A page of resources with only the members the `fields` parameter asked for.
+type SparseList struct {
+	Items []SparseResource `json:"items"`
+
+	// Kind Example: ClusterList
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int64  `json:"total"`
+}
+
+// SparseResource A resource of any kind with only the members `fields` asked for, and always `id`, `kind` and `href`. Each
+// member present has the type it has in the full resource.
+type SparseResource struct {
+	CreatedBy   *string            `json:"created_by,omitempty"`
+	CreatedTime *time.Time         `json:"created_time,omitempty"`
+	DeletedBy   *string            `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
+	Generation  *int64             `json:"generation,omitempty"`
+	Href        string             `json:"href"`
+	Id          openapi_types.UUID `json:"id"`
+	Kind        string             `json:"kind"`
+
+	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels          *Labels                 `json:"labels,omitempty"`
+	Name            *string                 `json:"name,omitempty"`
+	OwnerReferences *ObjectReference        `json:"owner_references,omitempty"`
+	Spec            *map[string]interface{} `json:"spec,omitempty"`
+	Status          *ResourceStatus         `json:"status,omitempty"`
+	UpdatedBy       *string                 `json:"updated_by,omitempty"`
+	UpdatedTime     *time.Time              `json:"updated_time,omitempty"`
+}
+
 // VersionStream defines model for VersionStream.
 type VersionStream struct {
 	CreatedBy   string             `json:"created_by"`
@@ -737,6 +770,8 @@ type ListClustersParams struct {
 	Order *Order `form:"order,omitempty" json:"order,omitempty"`
 
 	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
 	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
 
 	// IncludeDeleted Also return resources that are being deleted.
@@ -775,6 +810,8 @@ type ListClusterNodePoolsParams struct {
 	Order *Order `form:"order,omitempty" json:"order,omitempty"`
 
 	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
 	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
 
 	// IncludeDeleted Also return resources that are being deleted.
@@ -813,6 +850,8 @@ type ListNodePoolsParams struct {
 	Order *Order `form:"order,omitempty" json:"order,omitempty"`
 
 	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
 	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
 
 	// IncludeDeleted Also return resources that are being deleted.
@@ -845,6 +884,8 @@ type ListVersionStreamsParams struct {
 	Order *Order `form:"order,omitempty" json:"order,omitempty"`
 
 	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
 	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
 
 	// IncludeDeleted Also return resources that are being deleted.
@@ -4169,6 +4210,8 @@ type ListClustersResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ClusterList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -4178,6 +4221,11 @@ type ListClustersResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListClustersResponse) GetJSON200() *ClusterList {
 	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListClustersResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4563,6 +4611,8 @@ type ListClusterNodePoolsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *NodePoolList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
@@ -4574,6 +4624,11 @@ type ListClusterNodePoolsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListClusterNodePoolsResponse) GetJSON200() *NodePoolList {
 	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListClusterNodePoolsResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -5413,6 +5468,8 @@ type ListNodePoolsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *NodePoolList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -5422,6 +5479,11 @@ type ListNodePoolsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListNodePoolsResponse) GetJSON200() *NodePoolList {
 	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListNodePoolsResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -5468,6 +5530,8 @@ type ListVersionStreamsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *VersionStreamList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -5477,6 +5541,11 @@ type ListVersionStreamsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListVersionStreamsResponse) GetJSON200() *VersionStreamList {
 	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListVersionStreamsResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -6732,12 +6801,19 @@ func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
 		var dest ClusterList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
@@ -7063,12 +7139,19 @@ func ParseListClusterNodePoolsResponse(rsp *http.Response) (*ListClusterNodePool
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
 		var dest NodePoolList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
@@ -7760,12 +7843,19 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
 		var dest NodePoolList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
@@ -7800,12 +7890,19 @@ func ParseListVersionStreamsResponse(rsp *http.Response) (*ListVersionStreamsRes
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
 		var dest VersionStreamList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest

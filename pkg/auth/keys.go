@@ -112,8 +112,8 @@ func keysFrom(ctx context.Context, store jwkset.Storage) (func(context.Context) 
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
 	usable := 0
-	for _, k := range all {
-		if checkKey(publicOf(k.Key())) == nil {
+	for i := range all {
+		if checkKey(publicOf(all[i].Key())) == nil {
 			usable++
 		}
 	}

@@ -4,6 +4,7 @@ package embeddeddb
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +54,7 @@ func prepareDataDir(dir string, cred *syscall.Credential) (string, error) {
 		return "", fmt.Errorf("embeddeddb: data dir: %w", err)
 	}
 	// Parents get 0755 so that, as root, the server user can traverse the ones created here.
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil { //nolint:gosec // traversable by the server user, see above
 		return "", fmt.Errorf("embeddeddb: creating data dir parent: %w", err)
 	}
 	if err := os.Mkdir(abs, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -108,6 +109,8 @@ func checkTraversable(dir string, cred *syscall.Credential) error {
 // chownTree gives everything under dir to the server user, including files root created there (the log, the run dir,
 // or anything a developer copied in as root).
 func chownTree(dir string, cred *syscall.Credential) error {
+	// The tree is the embedded server's own data dir, created by us and written only by root and that user, so a
+	// symlink swapped in between the walk and the chown is not a threat here.
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -119,7 +122,7 @@ func chownTree(dir string, cred *syscall.Credential) error {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == cred.Uid && st.Gid == cred.Gid {
 			return nil
 		}
-		return os.Lchown(path, int(cred.Uid), int(cred.Gid))
+		return os.Lchown(path, int(cred.Uid), int(cred.Gid)) //nolint:gosec // see above
 	})
 	if err != nil {
 		return fmt.Errorf("embeddeddb: handing %s to %s: %w", dir, serverUser, err)
@@ -149,6 +152,7 @@ func clearStalePID(pgdata string, logger *slog.Logger) (noServer bool, err error
 				"data dir", pid, pgdata, pid)
 		case pidUnknown:
 			return false, nil
+		case pidStale: // removed below
 		}
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -187,7 +191,7 @@ func postmasterState(pid int, pgdata string) pidState {
 }
 
 func checkPortFree(port uint32) error {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.FormatUint(uint64(port), 10)))
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", strconv.FormatUint(uint64(port), 10)))
 	if err != nil {
 		return fmt.Errorf("embeddeddb: port %d on 127.0.0.1 is not available; set another port: %w", port, err)
 	}

@@ -238,11 +238,16 @@ func (s *Server) shutdown() error {
 	case <-s.exited:
 	case <-time.After(stopTimeout):
 		// SIGQUIT is the "immediate" mode: no checkpoint, so the next start runs crash recovery, but no data is lost.
-		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		// A signal to a process that has just exited fails harmlessly; s.exited tells when it is gone either way.
+		if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+			s.log.Warn("embedded postgres: immediate shutdown signal failed", "error", err)
+		}
 		select {
 		case <-s.exited:
 		case <-time.After(killTimeout):
-			_ = s.cmd.Process.Kill()
+			if err := s.cmd.Process.Kill(); err != nil {
+				s.log.Warn("embedded postgres: kill failed", "error", err)
+			}
 			<-s.exited
 		}
 		return fmt.Errorf("embeddeddb: postgres did not finish a fast shutdown within %s and was stopped forcibly%s",
@@ -269,14 +274,17 @@ func (s *Server) awaitReady(ctx context.Context, runDir, port, database string) 
 	for {
 		conn, err := pgx.ConnectConfig(ctx, connCfg)
 		if err == nil {
-			defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-			return ensureDatabase(ctx, conn, database, s.log)
+			err = ensureDatabase(ctx, conn, database, s.log)
+			if closeErr := conn.Close(context.WithoutCancel(ctx)); err == nil && closeErr != nil {
+				s.log.Debug("closing the readiness connection", "error", closeErr)
+			}
+			return err
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("postgres exited during startup (%v)", s.waitErr)
+			return fmt.Errorf("postgres exited during startup: %w", s.waitErr)
 		case <-ctx.Done():
-			return fmt.Errorf("postgres did not accept connections: %w (last attempt: %v)", ctx.Err(), err)
+			return fmt.Errorf("postgres did not accept connections: %w (last attempt: %w)", ctx.Err(), err)
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 500*time.Millisecond)
@@ -394,7 +402,7 @@ func isFile(path string) bool {
 
 // binariesMajorVersion returns the major version in the form PG_VERSION files use ("15", or "9.6" before 10).
 func binariesMajorVersion(ctx context.Context, prefix string) (string, error) {
-	out, err := exec.CommandContext(ctx, filepath.Join(prefix, "bin", "postgres"), "--version").Output()
+	out, err := exec.CommandContext(ctx, filepath.Join(prefix, "bin", "postgres"), "--version").Output() //nolint:gosec // the configured PostgreSQL binaries, not user input
 	if err != nil {
 		return "", fmt.Errorf("embeddeddb: running postgres --version: %w", err)
 	}
@@ -441,7 +449,7 @@ func initCluster(ctx context.Context, binaries, dataDir string, logFile *os.File
 		return fmt.Errorf("embeddeddb: clearing %s: %w", tmp, err)
 	}
 	logger.Info("initializing embedded postgres data directory (first run)", "pgdata", filepath.Join(dataDir, pgdataDirName))
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries, "bin", "initdb"),
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries, "bin", "initdb"), //nolint:gosec // the configured PostgreSQL binaries, not user input
 		"-D", tmp,
 		"--auth=trust",
 		"-U", superuser,
@@ -476,7 +484,8 @@ func launch(ctx context.Context, cfg Config, dataDir, pgdata, port, runDir, logP
 		log:     logger,
 		exited:  make(chan struct{}),
 	}
-	s.cmd = exec.Command(filepath.Join(cfg.BinariesPath, "bin", "postgres"),
+	// Not CommandContext: the server outlives the context it was started under, and is stopped by Stop.
+	s.cmd = exec.Command(filepath.Join(cfg.BinariesPath, "bin", "postgres"), //nolint:gosec,noctx // configured binaries; see above
 		"-D", pgdata,
 		"-p", port,
 		"-k", runDir,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -18,9 +19,9 @@ func BenchmarkEncodeListPage(b *testing.B) {
 	now := time.Now().UTC()
 	items := make([]resource.Resource, 100)
 	for i := range items {
-		conds := make([]resource.Condition, 5)
+		conds := make([]conditions.Condition, 5)
 		for j := range conds {
-			conds[j] = resource.Condition{Type: fmt.Sprintf("Cond%d", j), Status: resource.ConditionTrue, Reason: "AllAdaptersReady",
+			conds[j] = conditions.Condition{Type: fmt.Sprintf("Cond%d", j), Status: conditions.True, Reason: "AllAdaptersReady",
 				Message: "every required adapter reports Available at generation 1", ObservedGeneration: 1, LastTransitionTime: now, LastUpdatedTime: now}
 		}
 		raw, err := json.Marshal(conds)
@@ -29,7 +30,7 @@ func BenchmarkEncodeListPage(b *testing.B) {
 		}
 		items[i] = resource.Resource{ID: "0193a4c4-0000-7000-8000-000000000000", Kind: "Cluster", Name: fmt.Sprintf("c-%d", i),
 			Labels: map[string]string{"env": "prod", "shard": "7"}, Spec: spec, Generation: 1,
-			Status: resource.Status{Phase: resource.PhaseReady, RawConditions: raw}, CreatedTime: now, UpdatedTime: now}
+			Status: resource.Status{Phase: conditions.PhaseReady, RawConditions: raw}, CreatedTime: now, UpdatedTime: now}
 	}
 	k := &kindHandler{d: d}
 	b.ReportAllocs()

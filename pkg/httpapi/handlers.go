@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -53,8 +54,9 @@ type ownerJSON struct {
 }
 
 type statusJSON struct {
-	Phase      resource.Phase  `json:"phase"`
-	Conditions json.RawMessage `json:"conditions"`
+	Phase conditions.Phase `json:"phase"`
+	// Conditions is the stored JSON when a list read it so (json.RawMessage), else []conditions.Condition.
+	Conditions any `json:"conditions"`
 }
 
 type listJSON struct {
@@ -68,17 +70,17 @@ type listJSON struct {
 func (k *kindHandler) present(r *resource.Resource) resourceJSON {
 	out := resourceJSON{
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
-		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
+		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
 	}
-	if out.Status.Conditions == nil {
-		conditions := r.Status.Conditions
-		if conditions == nil {
-			conditions = []resource.Condition{}
-		}
-		// Typed conditions come from writes, one resource at a time; encoding cannot fail for them.
-		out.Status.Conditions, _ = json.Marshal(conditions)
+	switch {
+	case r.Status.RawConditions != nil:
+		out.Status.Conditions = r.Status.RawConditions
+	case r.Status.Conditions != nil:
+		out.Status.Conditions = r.Status.Conditions
+	default:
+		out.Status.Conditions = []conditions.Condition{}
 	}
 	if k.d.Parent != nil {
 		out.OwnerReferences = &ownerJSON{ID: r.ParentID, Kind: k.d.Parent.Kind, Href: BasePath + k.d.Parent.Path("", r.ParentID)}
@@ -86,9 +88,9 @@ func (k *kindHandler) present(r *resource.Resource) resourceJSON {
 	return out
 }
 
-func (k *kindHandler) writeResource(w http.ResponseWriter, status int, r *resource.Resource) {
-	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(r.Generation, 10)))
-	writeJSON(w, status, k.present(r))
+func (k *kindHandler) writeResource(w http.ResponseWriter, r *http.Request, status int, res *resource.Resource) {
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.Generation, 10)))
+	k.s.respond(w, r, status, k.present(res))
 }
 
 func (k *kindHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -121,8 +123,16 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Items[i] = sparse
 	}
-	writeJSON(w, http.StatusOK, out)
+	if fields != nil {
+		// A sparse page is its own media type: its items lack members a full resource must have.
+		k.s.respondAs(w, r, http.StatusOK, sparseJSON, out)
+		return
+	}
+	k.s.respond(w, r, http.StatusOK, out)
 }
+
+// sparseJSON is the media type of a list whose items carry only the members `fields` asked for.
+const sparseJSON = "application/vnd.hyperfleet.sparse+json"
 
 // knownFields are the top-level members a `fields` list may name.
 var knownFields = map[string]bool{
@@ -279,7 +289,7 @@ func (k *kindHandler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+k.d.Path(parentID, res.ID))
-	k.writeResource(w, http.StatusCreated, res)
+	k.writeResource(w, r, http.StatusCreated, res)
 }
 
 func (k *kindHandler) get(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +299,7 @@ func (k *kindHandler) get(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	k.writeResource(w, http.StatusOK, res)
+	k.writeResource(w, r, http.StatusOK, res)
 }
 
 type patchBody struct {
@@ -319,7 +329,7 @@ func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	k.writeResource(w, http.StatusOK, res)
+	k.writeResource(w, r, http.StatusOK, res)
 }
 
 // parseIfMatch accepts `"<generation>"` (the ETag we send) or a bare number.
@@ -343,5 +353,5 @@ func (k *kindHandler) remove(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	k.writeResource(w, http.StatusAccepted, res)
+	k.writeResource(w, r, http.StatusAccepted, res)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -42,7 +43,7 @@ func listRequest(tb testing.TB, q url.Values) *http.Request {
 	if len(q) > 0 {
 		target += "?" + q.Encode()
 	}
-	return httptest.NewRequest(http.MethodGet, target, nil)
+	return httptest.NewRequest(http.MethodGet, target, http.NoBody)
 }
 
 func TestListOptions(t *testing.T) {
@@ -291,7 +292,7 @@ func TestProject(t *testing.T) {
 	deleted := created.Add(time.Hour)
 	item := resourceJSON{
 		ID: "0197", Kind: "Cluster", Name: "prod", Href: BasePath + "/clusters/0197", Labels: map[string]string{"env": "prod"},
-		Spec: json.RawMessage(`{"region":"eu"}`), Generation: 4, Status: statusJSON{Phase: resource.PhaseReady, Conditions: json.RawMessage(`[]`)},
+		Spec: json.RawMessage(`{"region":"eu"}`), Generation: 4, Status: statusJSON{Phase: conditions.PhaseReady, Conditions: json.RawMessage(`[]`)},
 		CreatedTime: created, UpdatedTime: created, CreatedBy: "alice", UpdatedBy: "bob", DeletedTime: &deleted, DeletedBy: "carol",
 	}
 	tests := []struct {

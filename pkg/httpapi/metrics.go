@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 type httpMetrics struct {
@@ -70,6 +70,6 @@ func (m *DomainMetrics) StatusWritten(kind, outcome string) {
 }
 
 // Aggregated implements resource.Observer.
-func (m *DomainMetrics) Aggregated(kind string, phase resource.Phase, changed bool) {
+func (m *DomainMetrics) Aggregated(kind string, phase conditions.Phase, changed bool) {
 	m.aggregations.WithLabelValues(kind, string(phase), strconv.FormatBool(changed)).Inc()
 }

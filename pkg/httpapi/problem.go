@@ -78,7 +78,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	w.Header().Set("Content-Type", problemContentType)
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
+	logEncodeError(r, log, json.NewEncoder(w).Encode(p))
 }
 
 func ptr[T any](v T) *T { return &v }

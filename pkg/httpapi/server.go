@@ -5,9 +5,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -25,11 +28,11 @@ const BasePath = "/api/hyperfleet/v1"
 type Service interface {
 	Create(ctx context.Context, d *resource.Descriptor, parentID string, in resource.CreateInput) (*resource.Resource, error)
 	Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
-	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.ResourcePage, error)
+	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.Page, error)
 	Update(ctx context.Context, d *resource.Descriptor, parentID, id string, p resource.Patch, ifMatch *int64) (*resource.Resource, error)
 	Delete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
 	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
-	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep resource.StatusReport) (*resource.AdapterStatus, bool, error)
+	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep conditions.Report) (*resource.AdapterStatus, bool, error)
 	ListStatuses(ctx context.Context, d *resource.Descriptor, parentID, id string) ([]resource.AdapterStatus, error)
 }
 
@@ -58,7 +61,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	limiter *identityLimiter
-	handler http.Handler
+	router  *mux.Router
 }
 
 // NewServer builds the router for kinds. It returns an error if a descriptor is malformed.
@@ -89,7 +92,7 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 	ui := v5emb.New("HyperFleet API", "/openapi?format=json", "/openapi-ui/")
 	r.Handle("/openapi-ui", http.RedirectHandler("/openapi-ui/", http.StatusMovedPermanently)).Methods(http.MethodGet)
 	r.PathPrefix("/openapi-ui/").Handler(ui).Methods(http.MethodGet)
-	api := r.PathPrefix(BasePath).Subrouter()
+	resources := r.PathPrefix(BasePath).Subrouter()
 	for _, d := range kinds {
 		if err := d.Check(); err != nil {
 			return nil, err
@@ -102,29 +105,56 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		if d.Parent != nil {
 			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
 			// The flat list of every parent's children is read-only.
-			api.Handle("/"+d.Plural, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
+			resources.Handle("/"+d.Plural, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
 		}
 		item := collection + "/{id}"
-		api.Handle(collection, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
-		api.Handle(collection, s.allow(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
-		api.Handle(item, s.allow(auth.ActionRead, k.get)).Methods(http.MethodGet)
-		api.Handle(item, s.allow(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
-		api.Handle(item, s.allow(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
-		api.Handle(item+"/statuses", s.allow(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
+		resources.Handle(collection, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
+		resources.Handle(collection, s.allow(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		resources.Handle(item, s.allow(auth.ActionRead, k.get)).Methods(http.MethodGet)
+		resources.Handle(item, s.allow(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
+		resources.Handle(item, s.allow(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		resources.Handle(item+"/statuses", s.allow(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
 		// Which adapter a report speaks for is in its body: putStatus authorizes once it has read it.
-		api.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
-		api.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
+		resources.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
+		resources.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
 	// so the version, the OpenAPI document and the UI stay public.
 	r.Use(s.observe)
-	api.Use(s.authenticate, s.rateLimit, s.limitBody)
-	s.handler = r
+	resources.Use(s.authenticate, s.rateLimit, s.limitBody)
+	s.router = r
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Route is one method and path template the server answers, with the template's variables as the router names them.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes returns every method and path template the server answers under BasePath, which is what
+// openapi/openapi.yaml describes; tests check that the two are the same set.
+func (s *Server) Routes() ([]Route, error) {
+	var out []Route
+	err := s.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		path, err := route.GetPathTemplate()
+		if err != nil || !strings.HasPrefix(path, BasePath) {
+			return nil //nolint:nilerr // a route without a path template (a prefix) is not an operation
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			return nil //nolint:nilerr // a subrouter's prefix route has no methods
+		}
+		for _, m := range methods {
+			out = append(out, Route{Method: m, Path: path})
+		}
+		return nil
+	})
+	return out, err
+}
 
 // devAdmin is every caller while authentication is off.
 var devAdmin = auth.Identity{Subject: "dev-admin", Roles: []auth.Role{auth.RoleAdmin}}
@@ -168,8 +198,8 @@ func (s *Server) allow(action auth.Action, h http.HandlerFunc) http.Handler {
 	})
 }
 
-func (s *Server) apiInfo(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.APIInfo{Kind: "API", Version: s.cfg.Version, Build: s.cfg.Build})
+func (s *Server) apiInfo(w http.ResponseWriter, r *http.Request) {
+	s.respond(w, r, http.StatusOK, api.APIInfo{Kind: "API", Version: s.cfg.Version, Build: s.cfg.Build})
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
@@ -182,8 +212,29 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(s.cfg.OpenAPIYAML)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+// respond writes v as the answer's JSON body.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any) {
+	s.respondAs(w, r, status, "application/json", v)
+}
+
+// respondAs writes v as a JSON body of the given media type. Once the status is sent nothing can be taken back, so
+// an error is only logged: one that encoding v causes is a bug; a failed write is a client that went away.
+func (s *Server) respondAs(w http.ResponseWriter, r *http.Request, status int, contentType string, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	logEncodeError(r, s.log, json.NewEncoder(w).Encode(v))
+}
+
+func logEncodeError(r *http.Request, log *slog.Logger, err error) {
+	if err == nil {
+		return
+	}
+	var unsupported *json.UnsupportedValueError
+	var unsupportedType *json.UnsupportedTypeError
+	var marshaler *json.MarshalerError
+	if errors.As(err, &unsupported) || errors.As(err, &unsupportedType) || errors.As(err, &marshaler) {
+		log.ErrorContext(r.Context(), "encoding the answer failed", "error", err, "request_id", requestID(r.Context()))
+		return
+	}
+	log.DebugContext(r.Context(), "writing the answer failed; the client went away", "error", err, "request_id", requestID(r.Context()))
 }

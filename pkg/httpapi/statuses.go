@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -22,21 +23,21 @@ type reportBody struct {
 }
 
 type reportedCondition struct {
-	Type    string                   `json:"type"`
-	Status  resource.ConditionStatus `json:"status"`
-	Reason  string                   `json:"reason,omitempty"`
-	Message string                   `json:"message,omitempty"`
+	Type    string            `json:"type"`
+	Status  conditions.Status `json:"status"`
+	Reason  string            `json:"reason,omitempty"`
+	Message string            `json:"message,omitempty"`
 }
 
 type statusJSONOut struct {
-	Adapter            string               `json:"adapter"`
-	ObservedGeneration int64                `json:"observed_generation"`
-	ObservedTime       time.Time            `json:"observed_time"`
-	Conditions         []resource.Condition `json:"conditions"`
-	Data               json.RawMessage      `json:"data"`
-	Metadata           json.RawMessage      `json:"metadata"`
-	CreatedTime        time.Time            `json:"created_time"`
-	LastReportTime     time.Time            `json:"last_report_time"`
+	Adapter            string                 `json:"adapter"`
+	ObservedGeneration int64                  `json:"observed_generation"`
+	ObservedTime       time.Time              `json:"observed_time"`
+	Conditions         []conditions.Condition `json:"conditions"`
+	Data               json.RawMessage        `json:"data"`
+	Metadata           json.RawMessage        `json:"metadata"`
+	CreatedTime        time.Time              `json:"created_time"`
+	LastReportTime     time.Time              `json:"last_report_time"`
 }
 
 func presentStatus(st *resource.AdapterStatus) statusJSONOut {
@@ -45,7 +46,7 @@ func presentStatus(st *resource.AdapterStatus) statusJSONOut {
 		Data: st.Data, Metadata: st.Metadata, CreatedTime: st.CreatedTime, LastReportTime: st.LastReportTime,
 	}
 	if out.Conditions == nil {
-		out.Conditions = []resource.Condition{}
+		out.Conditions = []conditions.Condition{}
 	}
 	return out
 }
@@ -60,10 +61,10 @@ func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	rep := resource.StatusReport{Adapter: body.Adapter, ObservedGeneration: body.ObservedGeneration, ObservedTime: body.ObservedTime,
-		Data: body.Data, Metadata: body.Metadata, Conditions: make([]resource.ReportedCondition, len(body.Conditions))}
+	rep := conditions.Report{Adapter: body.Adapter, ObservedGeneration: body.ObservedGeneration, ObservedTime: body.ObservedTime,
+		Data: body.Data, Metadata: body.Metadata, Conditions: make([]conditions.Reported, len(body.Conditions))}
 	for i, c := range body.Conditions {
-		rep.Conditions[i] = resource.ReportedCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+		rep.Conditions[i] = conditions.Reported{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
 	}
 	v := mux.Vars(r)
 	st, created, err := k.s.svc.PutStatus(r.Context(), k.d, v["parent_id"], v["id"], rep)
@@ -75,7 +76,7 @@ func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, presentStatus(st))
+	k.s.respond(w, r, status, presentStatus(st))
 }
 
 func (k *kindHandler) listStatuses(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +91,7 @@ func (k *kindHandler) listStatuses(w http.ResponseWriter, r *http.Request) {
 	for i := range all {
 		out.Items[i] = presentStatus(&all[i])
 	}
-	writeJSON(w, http.StatusOK, out)
+	k.s.respond(w, r, http.StatusOK, out)
 }
 
 func (k *kindHandler) forceDelete(w http.ResponseWriter, r *http.Request) {

@@ -141,10 +141,12 @@ func (c *compiler) arg(v any) string {
 }
 
 // jsonArg records v, marshalled, as a jsonb bind argument.
-func (c *compiler) jsonArg(v any) string {
-	// Values are strings, finite float64s, bools and maps and slices of them: Marshal cannot fail.
-	b, _ := json.Marshal(v)
-	return c.arg(string(b)) + "::jsonb"
+func (c *compiler) jsonArg(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("search: encode %v: %w", v, err)
+	}
+	return c.arg(string(b)) + "::jsonb", nil
 }
 
 // condition compiles a node that must be a condition.
@@ -236,8 +238,9 @@ func (c *compiler) comparison(n *parser.Node) (string, error) {
 		return c.specComparison(f, n.Operator, vals)
 	case fieldCondition:
 		return c.conditionComparison(f, n.Operator, vals)
+	default: // a column of the resource table
+		return c.columnComparison(f, n.Operator, vals)
 	}
-	return c.columnComparison(f, n.Operator, vals)
 }
 
 // opName spells op as a client writes it.

@@ -137,19 +137,23 @@ func parseUUIDs(ids []any) ([]any, bool) {
 
 // containment compiles = != in as containment of one of docs in column, the form that the GIN jsonb_path_ops
 // index serves; != negates it.
-func (c *compiler) containment(column string, op parser.OpType, docs []any) string {
+func (c *compiler) containment(column string, op parser.OpType, docs []any) (string, error) {
 	parts := make([]string, len(docs))
 	for i, d := range docs {
-		parts[i] = column + " @> " + c.jsonArg(d) // "@> " keeps its space: GORM's named-argument scan needs it
+		arg, err := c.jsonArg(d)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = column + " @> " + arg // "@> " keeps its space: GORM's named-argument scan needs it
 	}
 	sql := parts[0]
 	if len(parts) > 1 {
 		sql = "(" + strings.Join(parts, " OR ") + ")"
 	}
 	if op == parser.OpNE {
-		return "NOT (" + sql + ")"
+		return "NOT (" + sql + ")", nil
 	}
-	return sql
+	return sql, nil
 }
 
 // labelComparison compiles a comparison on labels.<key>: = != in by containment, the others on the value.
@@ -164,7 +168,7 @@ func (c *compiler) labelComparison(f field, op parser.OpType, vals []literal) (s
 		for i, s := range args {
 			docs[i] = map[string]any{f.key: s}
 		}
-		return c.containment("labels", op, docs), nil
+		return c.containment("labels", op, docs)
 	}
 	return c.textComparison(f, op, "(labels ->> "+c.arg(f.key)+"::text)", vals)
 }
@@ -219,7 +223,7 @@ func (c *compiler) specComparison(f field, op parser.OpType, vals []literal) (st
 				docs[i] = map[string]any{f.path[j]: docs[i]}
 			}
 		}
-		return c.containment("spec", op, docs), nil
+		return c.containment("spec", op, docs)
 	case parser.OpIs, parser.OpLike, parser.OpILike:
 		return c.textComparison(f, op, c.specValue(f.path, true), vals)
 	}
@@ -252,7 +256,8 @@ func (c *compiler) specComparison(f field, op parser.OpType, vals []literal) (st
 func (c *compiler) conditionComparison(f field, op parser.OpType, vals []literal) (string, error) {
 	switch op {
 	case parser.OpIs:
-		return "NOT (" + c.containment("conditions", op, []any{[]map[string]string{{"type": f.key}}}) + ")", nil
+		sql, err := c.containment("conditions", op, []any{[]map[string]string{{"type": f.key}}})
+		return "NOT (" + sql + ")", err
 	case parser.OpEQ, parser.OpNE, parser.OpIn:
 		args, err := values(f, vals)
 		if err != nil {
@@ -262,7 +267,7 @@ func (c *compiler) conditionComparison(f field, op parser.OpType, vals []literal
 		for i, s := range args {
 			docs[i] = []map[string]any{{"type": f.key, "status": s}}
 		}
-		return c.containment("conditions", op, docs), nil
+		return c.containment("conditions", op, docs)
 	}
 	return "", badSearch("%s at position %d: a condition supports =, !=, in, not in, is null and is not null, not %s",
 		f.name, f.pos, opName(op))

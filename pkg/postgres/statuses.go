@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -81,17 +82,18 @@ func (s *Store) Statuses(ctx context.Context, id string) ([]resource.AdapterStat
 	return all[id], nil
 }
 
+// finalizedGeneration is the generation at which the report says the adapter has finalized the resource (0 if it
+// does not): the generated pending column compares it with the resource's generation, so whether a deleting
+// resource still waits on an adapter is decided by the same vocabulary as the aggregate's Finalized.
 func finalizedGeneration(st *resource.AdapterStatus) int64 {
-	for _, c := range st.Conditions {
-		if c.Type == "Finalized" && c.Status == resource.ConditionTrue {
-			return st.ObservedGeneration
-		}
+	if conditions.IsTrue(st.Conditions, conditions.Finalized) {
+		return st.ObservedGeneration
 	}
 	return 0
 }
 
 func putStatus(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus) error {
-	conditions, err := json.Marshal(st.Conditions)
+	conds, err := json.Marshal(st.Conditions)
 	if err != nil {
 		return fmt.Errorf("encode conditions: %w", err)
 	}
@@ -103,7 +105,7 @@ func putStatus(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource, st *re
 			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
 			resource_generation = EXCLUDED.resource_generation, resource_deleting = EXCLUDED.resource_deleting,
 			finalized_generation = EXCLUDED.finalized_generation`,
-		st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conditions, []byte(st.Data),
+		st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conds, []byte(st.Data),
 		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)).Error
 	if err != nil {
 		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)

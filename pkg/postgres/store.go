@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -67,13 +68,13 @@ func toRow(d *resource.Descriptor, r *resource.Resource) (*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode labels: %w", err)
 	}
-	conditions, err := json.Marshal(r.Status.Conditions)
+	conds, err := json.Marshal(r.Status.Conditions)
 	if err != nil {
 		return nil, fmt.Errorf("encode conditions: %w", err)
 	}
 	out := &row{
 		ID: r.ID, Name: r.Name, Labels: labels, Spec: r.Spec, Generation: r.Generation, Phase: string(r.Status.Phase),
-		Conditions: conditions, CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy,
+		Conditions: conds, CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy,
 		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime, AggregatedFor: fingerprint(d),
 	}
 	if r.ParentID != "" {
@@ -89,7 +90,7 @@ func toRow(d *resource.Descriptor, r *resource.Resource) (*row, error) {
 func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource, error) {
 	r := &resource.Resource{
 		ID: w.ID, Kind: d.Kind, Name: w.Name, Spec: json.RawMessage(w.Spec), Generation: w.Generation,
-		Status:      resource.Status{Phase: resource.Phase(w.Phase)},
+		Status:      resource.Status{Phase: conditions.Phase(w.Phase)},
 		CreatedTime: w.CreatedTime.UTC(), UpdatedTime: w.UpdatedTime.UTC(), CreatedBy: w.CreatedBy, UpdatedBy: w.UpdatedBy,
 	}
 	if w.ParentID != nil {
@@ -255,7 +256,7 @@ func orderClause(order []resource.OrderBy) (string, error) {
 }
 
 // List implements resource.Store: one query for the page and one for the total.
-func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.ResourcePage, error) {
+func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.Page, error) {
 	order, err := orderClause(opts.Order)
 	if err != nil {
 		return nil, err
@@ -296,7 +297,7 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", d.Kind, err)
 	}
-	page := &resource.ResourcePage{Items: make([]resource.Resource, 0, len(rows))}
+	page := &resource.Page{Items: make([]resource.Resource, 0, len(rows))}
 	for i := range rows {
 		r, err := rows[i].toResource(d, false)
 		if err != nil {
@@ -309,7 +310,9 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		page.Total = int64(len(rows))
 		return page, nil
 	}
-	q, _ = where()
+	if q, err = where(); err != nil {
+		return nil, err
+	}
 	if err := q.Count(&page.Total).Error; err != nil {
 		return nil, fmt.Errorf("count %s: %w", d.Kind, err)
 	}

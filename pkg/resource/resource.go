@@ -6,45 +6,14 @@ package resource
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
-
-// Phase is a resource's summarised state.
-type Phase string
-
-// The phases, in the contract's words.
-const (
-	PhasePending     Phase = "Pending"
-	PhaseProgressing Phase = "Progressing"
-	PhaseReady       Phase = "Ready"
-	PhaseDegraded    Phase = "Degraded"
-	PhaseDeleting    Phase = "Deleting"
-)
-
-// ConditionStatus is True, False or Unknown, as in Kubernetes.
-type ConditionStatus string
-
-// The condition statuses.
-const (
-	ConditionTrue    ConditionStatus = "True"
-	ConditionFalse   ConditionStatus = "False"
-	ConditionUnknown ConditionStatus = "Unknown"
-)
-
-// Condition is one Kubernetes-style condition.
-type Condition struct {
-	Type               string          `json:"type"`
-	Status             ConditionStatus `json:"status"`
-	Reason             string          `json:"reason,omitempty"`
-	Message            string          `json:"message,omitempty"`
-	ObservedGeneration int64           `json:"observed_generation,omitempty"`
-	LastTransitionTime time.Time       `json:"last_transition_time"`
-	LastUpdatedTime    time.Time       `json:"last_updated_time"`
-}
 
 // Status is the resource's aggregated state, computed by the API from adapter reports.
 type Status struct {
-	Phase      Phase
-	Conditions []Condition
+	Phase      conditions.Phase
+	Conditions []conditions.Condition
 	// RawConditions, when not nil, holds the conditions as stored JSON instead of Conditions. Reads that only
 	// pass a resource on to a client get it so, because decoding every condition of a page of resources only
 	// to encode it again costs more than the rest of the request.
@@ -93,8 +62,8 @@ type OrderBy struct {
 	Desc  bool
 }
 
-// ResourcePage is one page of a list.
-type ResourcePage struct {
+// Page is one page of a list.
+type Page struct {
 	Items []Resource
 	Total int64
 }

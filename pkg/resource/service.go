@@ -14,6 +14,8 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/uuid"
+
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Store persists resources. Create, Get and List are single statements; everything that reads before it
@@ -27,7 +29,7 @@ type Store interface {
 	// Get returns the resource, or CodeNotFound (also when parentID is set and is not its parent).
 	Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error)
 	// List returns one page and the total count of matches.
-	List(ctx context.Context, d *Descriptor, opts ListOptions) (*ResourcePage, error)
+	List(ctx context.Context, d *Descriptor, opts ListOptions) (*Page, error)
 	// Statuses returns the reports stored for a resource, ordered by adapter.
 	Statuses(ctx context.Context, id string) ([]AdapterStatus, error)
 	// SyncRequired makes the store's per-adapter bookkeeping match d.RequiredAdapters (placeholders that let
@@ -67,31 +69,23 @@ type Tx interface {
 	Remove(d *Descriptor, id string) error
 }
 
-// Aggregator turns adapter reports into a resource's own status (package aggregate).
-type Aggregator interface {
-	// Aggregate returns r's aggregated status given its reports, and whether every required adapter of d has
-	// reported Finalized=True at r's generation.
-	Aggregate(d *Descriptor, r *Resource, reports []AdapterStatus, now time.Time) (status Status, finalized bool)
-}
-
 // Observer is told the outcome of status writes and aggregations, for metrics.
 type Observer interface {
 	// StatusWritten reports one status report about a resource of kind: "created", "updated", "stale",
 	// "invalid" or "error".
 	StatusWritten(kind, outcome string)
 	// Aggregated reports a recomputed aggregate of a resource of kind and whether it differed from the stored one.
-	Aggregated(kind string, phase Phase, changed bool)
+	Aggregated(kind string, phase conditions.Phase, changed bool)
 }
 
 type noObserver struct{}
 
-func (noObserver) StatusWritten(string, string)   {}
-func (noObserver) Aggregated(string, Phase, bool) {}
+func (noObserver) StatusWritten(string, string)              {}
+func (noObserver) Aggregated(string, conditions.Phase, bool) {}
 
 // Service applies the API's rules to any kind of resource.
 type Service struct {
 	store    Store
-	agg      Aggregator
 	children map[*Descriptor][]*Descriptor
 	// referrers are, per kind, the kinds whose spec names resources of it.
 	referrers map[*Descriptor][]referrer
@@ -100,7 +94,7 @@ type Service struct {
 }
 
 // NewService returns a Service over store for the given kinds.
-func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
+func NewService(store Store, kinds []*Descriptor) *Service {
 	children := map[*Descriptor][]*Descriptor{}
 	referrers := map[*Descriptor][]referrer{}
 	for _, k := range kinds {
@@ -111,7 +105,7 @@ func NewService(store Store, agg Aggregator, kinds []*Descriptor) *Service {
 			referrers[ref.Kind] = append(referrers[ref.Kind], referrer{kind: k, field: ref.Field})
 		}
 	}
-	return &Service{store: store, agg: agg, children: children, referrers: referrers, observer: noObserver{},
+	return &Service{store: store, children: children, referrers: referrers, observer: noObserver{},
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 
@@ -204,7 +198,7 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 		ID: id.String(), Kind: d.Kind, Name: in.Name, ParentID: parentID, Labels: labels, Spec: raw,
 		Generation: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
 	}
-	r.Status, _ = s.agg.Aggregate(d, r, nil, now)
+	r.Status, _ = Aggregate(d, r, nil, now)
 	return s.store.Create(ctx, d, r, namedRefs(d, spec))
 }
 
@@ -217,7 +211,7 @@ func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (
 }
 
 // List returns a page of resources. A list under a parent that does not exist is CodeNotFound.
-func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions) (*ResourcePage, error) {
+func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions) (*Page, error) {
 	if opts.ParentID != "" && !validID(opts.ParentID) {
 		return nil, notFound(d.Parent, opts.ParentID)
 	}
@@ -385,7 +379,7 @@ func (s *Service) reaggregateOne(tx Tx, d *Descriptor, r *Resource) (bool, error
 		return false, err
 	}
 	var finalized bool
-	r.Status, finalized = s.agg.Aggregate(d, r, reports[r.ID], s.now())
+	r.Status, finalized = Aggregate(d, r, reports[r.ID], s.now())
 	return finalized, nil
 }
 
@@ -609,7 +603,7 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, pro
 			}
 			for _, r := range rs {
 				var finalized bool
-				r.Status, finalized = s.agg.Aggregate(d, r, reports[r.ID], s.now())
+				r.Status, finalized = Aggregate(d, r, reports[r.ID], s.now())
 				if err := tx.Save(d, r); err != nil {
 					return err
 				}

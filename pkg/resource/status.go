@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // AdapterStatus is one adapter's latest report about one resource, as stored.
@@ -14,125 +15,33 @@ type AdapterStatus struct {
 	Adapter            string
 	ObservedGeneration int64
 	ObservedTime       time.Time
-	Conditions         []Condition
+	Conditions         []conditions.Condition
 	Data               json.RawMessage // a JSON object
 	Metadata           json.RawMessage // a JSON object
 	CreatedTime        time.Time
 	LastReportTime     time.Time
 }
 
-// StatusReport is what an adapter posts.
-type StatusReport struct {
-	Adapter            string
-	ObservedGeneration int64
-	ObservedTime       time.Time
-	Conditions         []ReportedCondition
-	Data               json.RawMessage
-	Metadata           json.RawMessage
-}
-
-// ReportedCondition is a condition as an adapter reports it; the API keeps its transition time.
-type ReportedCondition struct {
-	Type    string
-	Status  ConditionStatus
-	Reason  string
-	Message string
-}
-
-// Report limits and windows.
-const (
-	MaxStatusDataBytes     = 64 << 10
-	MaxStatusMetadataBytes = 16 << 10
-	MaxConditions          = 32
-	MaxConditionMessage    = 4096
-	// ObservedTimePast and ObservedTimeFuture bound observed_time around the server's clock: a report from
-	// further back is stale by construction, one from the future comes from a broken clock.
-	ObservedTimePast   = 30 * time.Minute
-	ObservedTimeFuture = 5 * time.Minute
-)
-
-// ConditionAvailable is the condition every report must carry.
-const ConditionAvailable = "Available"
-
-var (
-	conditionType   = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,127}$`)
-	conditionReason = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,127}$`)
-)
-
-// ValidateReport checks a report on its own (not against the resource), listing every problem.
-func ValidateReport(rep StatusReport, now time.Time) error {
-	var problems []FieldError
-	add := func(field, format string, args ...any) {
-		problems = append(problems, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+// ValidateReport checks a report on its own (not against the resource), listing every problem as an *Error with
+// CodeInvalid; the rules are the condition vocabulary's (conditions.Report.Validate).
+func ValidateReport(rep *conditions.Report, now time.Time) error {
+	problems := rep.Validate(now)
+	if len(problems) == 0 {
+		return nil
 	}
-	if len(rep.Adapter) > 63 || !dnsLabel.MatchString(rep.Adapter) {
-		add("adapter", "must be a DNS label of at most 63 characters, e.g. version-resolver")
+	fields := make([]FieldError, len(problems))
+	for i, p := range problems {
+		fields[i] = FieldError{Field: p.Field, Message: p.Message}
 	}
-	if rep.ObservedGeneration < 1 {
-		add("observed_generation", "must be at least 1")
-	}
-	switch {
-	case rep.ObservedTime.IsZero():
-		add("observed_time", "is required (RFC 3339)")
-	case rep.ObservedTime.Before(now.Add(-ObservedTimePast)):
-		add("observed_time", "is more than %s in the past", ObservedTimePast)
-	case rep.ObservedTime.After(now.Add(ObservedTimeFuture)):
-		add("observed_time", "is more than %s in the future: check the adapter's clock", ObservedTimeFuture)
-	}
-	if len(rep.Conditions) > MaxConditions {
-		add("conditions", "at most %d conditions", MaxConditions)
-	}
-	seen := map[string]bool{}
-	for i, c := range rep.Conditions {
-		field := fmt.Sprintf("conditions[%d]", i)
-		if !conditionType.MatchString(c.Type) {
-			add(field+".type", "must be CamelCase letters and digits, starting with a capital, e.g. Available")
-		} else if seen[c.Type] {
-			add(field+".type", "%s appears more than once", c.Type)
-		}
-		seen[c.Type] = true
-		switch c.Status {
-		case ConditionTrue, ConditionFalse, ConditionUnknown:
-		default:
-			add(field+".status", "must be True, False or Unknown")
-		}
-		if c.Reason != "" && !conditionReason.MatchString(c.Reason) {
-			add(field+".reason", "must be CamelCase letters, digits and '_', e.g. ImageResolved")
-		}
-		if len(c.Message) > MaxConditionMessage {
-			add(field+".message", "must be at most %d bytes", MaxConditionMessage)
-		}
-	}
-	if !seen[ConditionAvailable] {
-		add("conditions", "must include an Available condition")
-	}
-	checkObject := func(field string, raw json.RawMessage, limit int) {
-		if len(raw) == 0 || string(raw) == "null" {
-			return
-		}
-		if len(raw) > limit {
-			add(field, "must be at most %d bytes of JSON", limit)
-			return
-		}
-		var m map[string]any
-		if json.Unmarshal(raw, &m) != nil {
-			add(field, "must be a JSON object")
-		}
-	}
-	checkObject("data", rep.Data, MaxStatusDataBytes)
-	checkObject("metadata", rep.Metadata, MaxStatusMetadataBytes)
-	if len(problems) > 0 {
-		return &Error{Code: CodeInvalid, Message: "the status report is not valid", Fields: problems}
-	}
-	return nil
+	return &Error{Code: CodeInvalid, Message: "the status report is not valid", Fields: fields}
 }
 
 // mergeConditions stamps reported conditions with times: last_transition_time moves only when a condition's
 // status differs from the stored one of the same type.
-func mergeConditions(reported []ReportedCondition, stored []Condition, generation int64, now time.Time) []Condition {
-	out := make([]Condition, len(reported))
+func mergeConditions(reported []conditions.Reported, stored []conditions.Condition, generation int64, now time.Time) []conditions.Condition {
+	out := make([]conditions.Condition, len(reported))
 	for i, c := range reported {
-		out[i] = Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
+		out[i] = conditions.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
 			ObservedGeneration: generation, LastTransitionTime: now, LastUpdatedTime: now}
 		for _, old := range stored {
 			if old.Type == c.Type && old.Status == c.Status && !old.LastTransitionTime.IsZero() {
@@ -156,12 +65,12 @@ func orEmptyObject(raw json.RawMessage) json.RawMessage {
 // It returns the stored report and whether it is the adapter's first. Errors: CodeInvalid for a malformed report,
 // CodeUnprocessable for a generation the resource has not reached, CodeStatusStale (nothing stored) for a report
 // older than the stored one.
-func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id string, rep StatusReport) (*AdapterStatus, bool, error) {
+func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id string, rep conditions.Report) (*AdapterStatus, bool, error) {
 	if err := checkIDs(d, parentID, id); err != nil {
 		return nil, false, err
 	}
 	now := s.now()
-	if err := ValidateReport(rep, now); err != nil {
+	if err := ValidateReport(&rep, now); err != nil {
 		s.observer.StatusWritten(d.Kind, "invalid")
 		return nil, false, err
 	}
@@ -190,14 +99,14 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		}
 		st := &AdapterStatus{ResourceID: r.ID, Adapter: rep.Adapter, CreatedTime: now}
 		if stored != nil && stored.ObservedGeneration > 0 {
-			if err := checkFresh(rep, stored); err != nil {
+			if err := checkFresh(&rep, stored); err != nil {
 				return err
 			}
 			st.CreatedTime = stored.CreatedTime
 		} else {
 			created = true
 		}
-		var previous []Condition
+		var previous []conditions.Condition
 		if stored != nil {
 			previous = stored.Conditions
 		}
@@ -213,7 +122,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		} else {
 			reports = append(reports, *st)
 		}
-		status, finalized := s.agg.Aggregate(d, r, reports, now)
+		status, finalized := Aggregate(d, r, reports, now)
 		changed := !sameStatus(status, r.Status)
 		s.observer.Aggregated(d.Kind, status.Phase, changed)
 		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
@@ -249,7 +158,7 @@ func statusOutcome(created bool, err error) string {
 
 // checkFresh refuses a report that would replace a newer one: an older generation, or the same generation
 // observed earlier. Equal generation and time is a retry and is accepted.
-func checkFresh(rep StatusReport, stored *AdapterStatus) error {
+func checkFresh(rep *conditions.Report, stored *AdapterStatus) error {
 	switch {
 	case rep.ObservedGeneration < stored.ObservedGeneration:
 		return Errorf(CodeStatusStale, "a report of generation %d from %s is already stored; this one observed generation %d",
@@ -272,9 +181,9 @@ func (s *Service) ListStatuses(ctx context.Context, d *Descriptor, parentID, id 
 		return nil, err
 	}
 	out := make([]AdapterStatus, 0, len(all))
-	for _, st := range all {
-		if st.ObservedGeneration > 0 {
-			out = append(out, st)
+	for i := range all {
+		if all[i].ObservedGeneration > 0 {
+			out = append(out, all[i])
 		}
 	}
 	return out, nil

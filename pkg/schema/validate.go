@@ -161,7 +161,7 @@ func flatten(err error, out []error) []error {
 	}
 	// A type assertion, not errors.As: MultiError's As method would also match the MultiErrors that some
 	// SchemaErrors wrap (for oneOf and allOf), losing the SchemaError that explains them.
-	if me, ok := err.(openapi3.MultiError); ok {
+	if me, ok := err.(openapi3.MultiError); ok { //nolint:errorlint // see above
 		for _, e := range me {
 			out = flatten(e, out)
 		}

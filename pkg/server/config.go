@@ -4,12 +4,12 @@ package server
 
 import (
 	"fmt"
-
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 )
 
 // Environments pick defaults (HYPERFLEET_ENV).

@@ -22,7 +22,6 @@ import (
 	gormlogger "gorm.io/gorm/logger"
 
 	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
@@ -80,7 +79,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		return nil, fmt.Errorf("public openapi document: %w", err)
 	}
 	store := postgres.NewStore(s.db, set.All)
-	svc := resource.NewService(store, aggregate.Aggregator{}, set.All)
+	svc := resource.NewService(store, set.All)
 	// A change of required adapters since the last start must not leave aggregates computed for the old set.
 	for _, d := range set.All {
 		start := time.Now()
@@ -147,7 +146,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		https      bool
 	}{{"api", cfg.APIBindAddress, apiHandler, cfg.EnableHTTPS}, {"health", cfg.HealthBindAddress, health, cfg.EnableHealthHTTPS},
 		{"metrics", cfg.MetricsBindAddress, metrics, cfg.EnableMetricsHTTPS}} {
-		ln, err := net.Listen("tcp", l.addr)
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", l.addr)
 		if err != nil {
 			return nil, fmt.Errorf("%s listener on %s: %w", l.name, l.addr, err)
 		}
@@ -199,7 +198,7 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	}, nil
 }
 
-// APIAddr, HealthAddr and MetricsAddr are the bound addresses (useful with port 0).
+// APIAddr is the API listener's bound address (useful with port 0).
 func (s *Server) APIAddr() string { return s.lns[0].Addr().String() }
 
 // HealthAddr is the health listener's bound address.

@@ -296,7 +296,9 @@ func ensureTemplate(ctx context.Context, conn *pgx.Conn, server, schemaVersion s
 	}
 	defer func() {
 		// Closing the connection would release the lock too, but the caller keeps using it.
-		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockKey)
+		if _, err := conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", templateLockKey); err != nil {
+			fmt.Fprintf(os.Stderr, "harness: releasing the template lock: %v (it goes with the connection)\n", err)
+		}
 	}()
 	if ok, err := databaseExists(ctx, conn, template); err != nil || ok {
 		return template, err // another process built it while we waited

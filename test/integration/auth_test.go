@@ -81,7 +81,7 @@ func TestRequestsNeedAValidToken(t *testing.T) {
 
 	// The API's description is public.
 	for _, path := range []string{"/api/hyperfleet/v1", "/openapi", "/openapi?format=json", "/openapi-ui/"} {
-		r, err := http.Get(s.base + path)
+		r, err := s.http.Get(s.base + path)
 		require.NoError(t, err)
 		_ = readAll(t, r)
 		require.Equal(t, http.StatusOK, r.StatusCode, path)

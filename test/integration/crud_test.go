@@ -279,7 +279,7 @@ func TestAPIInfoAndOpenAPIDocument(t *testing.T) {
 		{"", "application/yaml", "openapi: 3.0.3"},
 		{"?format=json", "application/json", `"openapi"`},
 	} {
-		resp, err := http.Get(s.base + "/openapi" + tc.query)
+		resp, err := s.http.Get(s.base + "/openapi" + tc.query)
 		require.NoError(t, err)
 		body := readAll(t, resp)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -293,7 +293,7 @@ func TestAPIInfoAndOpenAPIDocument(t *testing.T) {
 
 func TestSwaggerUIIsServedFromTheBinary(t *testing.T) {
 	s := startServer(t)
-	resp, err := http.Get(s.base + "/openapi-ui")
+	resp, err := s.http.Get(s.base + "/openapi-ui")
 	require.NoError(t, err)
 	page := readAll(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -308,7 +308,7 @@ func TestSwaggerUIIsServedFromTheBinary(t *testing.T) {
 		if !strings.HasPrefix(u, "/") {
 			u = "/openapi-ui/" + strings.TrimPrefix(u, "./")
 		}
-		r, err := http.Get(s.base + u)
+		r, err := s.http.Get(s.base + u)
 		require.NoError(t, err)
 		body := readAll(t, r)
 		require.Equal(t, http.StatusOK, r.StatusCode, u)

@@ -107,7 +107,7 @@ func TestUnknownIDsAndRoutesAre404Problems(t *testing.T) {
 		"/api/hyperfleet/v1/nothing",
 	} {
 		t.Run(path, func(t *testing.T) {
-			resp, err := http.Get(s.base + path)
+			resp, err := s.http.Get(s.base + path)
 			require.NoError(t, err)
 			problem(t, resp, []byte(readAll(t, resp)), http.StatusNotFound, "HYPERFLEET-NTF-001")
 		})
@@ -128,7 +128,7 @@ func TestOversizedBodiesAre413(t *testing.T) {
 	require.NoError(t, err)
 	req.ContentLength = -1
 	req.Header.Set("Content-Type", "application/json")
-	raw, err := http.DefaultClient.Do(req)
+	raw, err := s.http.Do(req)
 	require.NoError(t, err)
 	problem(t, raw, []byte(readAll(t, raw)), http.StatusRequestEntityTooLarge, "HYPERFLEET-LMT-001")
 }

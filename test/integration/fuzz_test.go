@@ -38,7 +38,7 @@ func FuzzBodiesNeverCauseA500(f *testing.F) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", tgt.contentType)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := s.http.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
@@ -44,7 +43,7 @@ func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 			return auth.Identity{Subject: name, Roles: []auth.Role{role}}, nil
 		},
 		Authorize: true,
-	}, resource.NewService(postgres.NewStore(db, set.All), aggregate.Aggregator{}, set.All), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
+	}, resource.NewService(postgres.NewStore(db, set.All), set.All), set.All, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil)
 	require.NoError(tb, err)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(ts.Close)

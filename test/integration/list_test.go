@@ -117,7 +117,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.param+"="+tc.value, func(t *testing.T) {
-			resp, err := http.Get(s.base + "/api/hyperfleet/v1/clusters?" + url.Values{tc.param: {tc.value}}.Encode())
+			resp, err := s.http.Get(s.base + "/api/hyperfleet/v1/clusters?" + url.Values{tc.param: {tc.value}}.Encode())
 			require.NoError(t, err)
 			problem(t, resp, []byte(readAll(t, resp)), http.StatusBadRequest, tc.code)
 		})
@@ -130,7 +130,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 	})
 
 	t.Run("fields returns only what was asked", func(t *testing.T) {
-		resp, err := http.Get(s.base + "/api/hyperfleet/v1/clusters?size=1&fields=name,labels")
+		resp, err := s.http.Get(s.base + "/api/hyperfleet/v1/clusters?size=1&fields=name,labels")
 		require.NoError(t, err)
 		body := readAll(t, resp)
 		require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -138,6 +138,16 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 		require.Contains(t, body, `"href":`)
 		require.NotContains(t, body, `"spec"`)
 		require.NotContains(t, body, `"created_time"`)
+		require.Equal(t, "application/vnd.hyperfleet.sparse+json", resp.Header.Get("Content-Type"), "a sparse page is its own media type")
+
+		typed, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Size: ptr(1), Fields: ptr("name,generation")})
+		require.NoError(t, err)
+		require.Nil(t, typed.JSON200, "a sparse page is not a page of full clusters")
+		require.Len(t, typed.ApplicationvndHyperfleetSparseJSON200.Items, 1)
+		item := typed.ApplicationvndHyperfleetSparseJSON200.Items[0]
+		require.Equal(t, "c-00", deref(item.Name))
+		require.Equal(t, int64(1), deref(item.Generation))
+		require.Nil(t, item.Labels)
 	})
 
 	list, err := s.ListClustersWithResponse(ctx, nil)

@@ -17,7 +17,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
 	"github.com/hyperfleet/hyperfleet/pkg/postgres"
@@ -29,13 +28,18 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
-// apiServer is one running hyperfleet-api and a client for it.
+// apiServer is one running hyperfleet-api and clients for it. Every answer either client gets is checked against
+// openapi/openapi.yaml (harness.Contract): a violation fails the test.
 type apiServer struct {
 	*api.ClientWithResponses
-	base    string
-	health  string
-	metrics string
-	dsn     string
+	// http is a plain client for requests the generated client cannot make (malformed bodies, odd headers).
+	http *http.Client
+	// transport carries both clients' requests; runtimes started by a test use it too.
+	transport http.RoundTripper
+	base      string
+	health    string
+	metrics   string
+	dsn       string
 }
 
 // startServer serves a fresh database on loopback ports and stops it when the test ends. Clusters and node
@@ -88,10 +92,11 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		require.NoError(tb, <-done)
 	})
 	base := "http://" + srv.APIAddr()
-	client, err := api.NewClientWithResponses(base, api.WithHTTPClient(&http.Client{Transport: transport}))
+	checked := harness.NewContract(tb).Transport(tb, transport)
+	client, err := api.NewClientWithResponses(base, api.WithHTTPClient(&http.Client{Transport: checked}))
 	require.NoError(tb, err)
-	return &apiServer{ClientWithResponses: client, base: base, health: "http://" + srv.HealthAddr(),
-		metrics: "http://" + srv.MetricsAddr(), dsn: dsn}
+	return &apiServer{ClientWithResponses: client, http: &http.Client{Transport: checked}, transport: checked, base: base,
+		health: "http://" + srv.HealthAddr(), metrics: "http://" + srv.MetricsAddr(), dsn: dsn}
 }
 
 func ctxFor(tb testing.TB) context.Context {
@@ -168,7 +173,7 @@ func seedStream(tb testing.TB, dsn, name string) {
 	require.NoError(tb, err)
 	set, err := kinds.Build(doc, nil)
 	require.NoError(tb, err)
-	svc := resource.NewService(postgres.NewStore(harness.OpenGorm(tb, dsn), set.All), aggregate.Aggregator{}, set.All)
+	svc := resource.NewService(postgres.NewStore(harness.OpenGorm(tb, dsn), set.All), set.All)
 	ctx := resource.WithCaller(ctxFor(tb), resource.Caller{Name: "test-seed", Admin: true})
 	_, err = svc.Create(ctx, set.VersionStream, "", resource.CreateInput{Name: name, Spec: json.RawMessage(`{"target_version":"4.16"}`)})
 	var rerr *resource.Error

@@ -13,9 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
 )
 
@@ -58,7 +59,7 @@ func (s *scriptedReconciler) callsAt(generation int64) int {
 }
 
 func ok(*adapter.Object) (adapter.Outcome, error) {
-	return adapter.Outcome{Available: adapter.Condition{Status: adapter.True, Reason: "Fine"}, Data: map[string]any{"n": 1}}, nil
+	return adapter.Outcome{Available: conditions.Reported{Status: conditions.True, Reason: "Fine"}, Data: map[string]any{"n": 1}}, nil
 }
 
 const testAdapter = "test-adapter"
@@ -66,13 +67,19 @@ const testAdapter = "test-adapter"
 // startRuntime runs the runtime with rec over VersionStreams (which need only the API) and returns it.
 func startRuntime(tb testing.TB, s *apiServer, rec adapter.Reconciler, tune ...func(*adapter.Config)) *adapter.Runner {
 	tb.Helper()
-	cfg := runtimeConfig(s, testAdapter, &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"})
+	return startControllers(tb, s, []adapter.Controller{{Kind: adapter.VersionStreams(), Reconciler: rec}}, tune...)
+}
+
+// startControllers runs the runtime as the test adapter with the given controllers and returns it.
+func startControllers(tb testing.TB, s *apiServer, controllers []adapter.Controller, tune ...func(*adapter.Config)) *adapter.Runner {
+	tb.Helper()
+	cfg := runtimeConfig(tb, s, testAdapter)
 	for _, f := range tune {
 		f(&cfg)
 	}
 	runner, err := adapter.New(cfg, testLogger())
 	require.NoError(tb, err)
-	runInBackground(tb, func(ctx context.Context) error { return runner.Run(ctx, rec) })
+	runInBackground(tb, func(ctx context.Context) error { return runner.Run(ctx, controllers...) })
 	return runner
 }
 
@@ -131,15 +138,15 @@ func TestRuntimeAlwaysReportsAndRetries(t *testing.T) {
 		if st == nil {
 			return false
 		}
-		if h := condition(st, adapter.ConditionHealth); h != nil && (len(seen) == 0 || seen[len(seen)-1] != deref(h.Reason)) {
+		if h := condition(st, conditions.Health); h != nil && (len(seen) == 0 || seen[len(seen)-1] != deref(h.Reason)) {
 			seen = append(seen, deref(h.Reason))
 		}
-		return conditionIs(st, adapter.ConditionHealth, api.ConditionStatusTrue, adapter.ReasonReconciled)
+		return conditionIs(st, conditions.Health, api.ConditionStatusTrue, conditions.ReasonReconciled)
 	})
 	require.GreaterOrEqual(t, rec.callsAt(1), 3, "panic, error, success")
 	st := adapterReport(t, s, stream, testAdapter)
-	require.Equal(t, api.ConditionStatusTrue, condition(st, adapter.ConditionAvailable).Status)
-	require.Equal(t, api.ConditionStatusTrue, condition(st, adapter.ConditionApplied).Status)
+	require.Equal(t, api.ConditionStatusTrue, condition(st, conditions.Available).Status)
+	require.Equal(t, api.ConditionStatusTrue, condition(st, conditions.Applied).Status)
 	require.EqualValues(t, 1, st.Data["n"])
 	require.Equal(t, "test-adapter", st.Adapter)
 	require.Equal(t, api.ResourceStatusPhaseReady, getStream(t, s, stream).Status.Phase)
@@ -157,11 +164,11 @@ func TestRuntimeWaitsForANewGenerationAfterATerminalError(t *testing.T) {
 	})
 	startRuntime(t, s, rec)
 	eventually(t, "the terminal error's report", func() bool {
-		return conditionIs(adapterReport(t, s, stream, testAdapter), adapter.ConditionHealth, api.ConditionStatusFalse, "InvalidSpec")
+		return conditionIs(adapterReport(t, s, stream, testAdapter), conditions.Health, api.ConditionStatusFalse, "InvalidSpec")
 	})
 	st := adapterReport(t, s, stream, testAdapter)
-	require.Equal(t, api.ConditionStatusFalse, condition(st, adapter.ConditionAvailable).Status)
-	require.Contains(t, deref(condition(st, adapter.ConditionHealth).Message), "generation 1 cannot work")
+	require.Equal(t, api.ConditionStatusFalse, condition(st, conditions.Available).Status)
+	require.Contains(t, deref(condition(st, conditions.Health).Message), "generation 1 cannot work")
 	require.Equal(t, api.ResourceStatusPhaseDegraded, getStream(t, s, stream).Status.Phase)
 
 	time.Sleep(500 * time.Millisecond) // five polls
@@ -172,7 +179,7 @@ func TestRuntimeWaitsForANewGenerationAfterATerminalError(t *testing.T) {
 	require.Equal(t, http.StatusOK, patch.StatusCode())
 	eventually(t, "the new generation reconciled", func() bool {
 		st := adapterReport(t, s, stream, testAdapter)
-		return st != nil && st.ObservedGeneration == 2 && conditionIs(st, adapter.ConditionHealth, api.ConditionStatusTrue, adapter.ReasonReconciled)
+		return st != nil && st.ObservedGeneration == 2 && conditionIs(st, conditions.Health, api.ConditionStatusTrue, conditions.ReasonReconciled)
 	})
 	require.Equal(t, api.ResourceStatusPhaseReady, getStream(t, s, stream).Status.Phase)
 }
@@ -198,7 +205,7 @@ func TestRuntimeFinalizesDeletedResources(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, del.StatusCode())
 	eventually(t, "a Finalized=False report", func() bool {
 		st := adapterReport(t, s, *stream, testAdapter)
-		return st != nil && st.ObservedGeneration == 2 && conditionIs(st, adapter.ConditionFinalized, api.ConditionStatusFalse, adapter.ReasonFinalizing)
+		return st != nil && st.ObservedGeneration == 2 && conditionIs(st, conditions.Finalized, api.ConditionStatusFalse, conditions.ReasonFinalizing)
 	})
 	close(release)
 	eventually(t, "the stream removed", func() bool {
@@ -222,7 +229,8 @@ func TestRuntimeDropsStaleReports(t *testing.T) {
 		}
 		return ok(obj)
 	})
-	slowRunner := startRuntime(t, s, slow, func(c *adapter.Config) { c.Replica = "slow" })
+	// The slow replica polls once, at start: a later poll would find generation 2 and rightly reconcile it too.
+	slowRunner := startRuntime(t, s, slow, func(c *adapter.Config) { c.Replica, c.PollInterval = "slow", time.Hour })
 	<-holding
 
 	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stream.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"arch":"arm64"}}`))
@@ -253,12 +261,12 @@ func TestRuntimeDrainsInFlightWorkOnShutdown(t *testing.T) {
 		<-release
 		return ok(obj)
 	})
-	cfg := runtimeConfig(s, testAdapter, &adapter.Kind{Name: "VersionStream", Plural: "versionstreams"})
+	cfg := runtimeConfig(t, s, testAdapter)
 	runner, err := adapter.New(cfg, testLogger())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx, rec) }()
+	go func() { done <- runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: rec}) }()
 	ops := "http://" + runner.OpsAddr()
 	<-holding
 	require.Equal(t, http.StatusOK, get(t, ops+"/readyz"))
@@ -275,7 +283,7 @@ func TestRuntimeDrainsInFlightWorkOnShutdown(t *testing.T) {
 	require.NoError(t, <-done)
 	st := adapterReport(t, s, stream, testAdapter)
 	require.NotNil(t, st, "the in-flight reconcile reported before exit")
-	require.True(t, conditionIs(st, adapter.ConditionHealth, api.ConditionStatusTrue, adapter.ReasonReconciled))
+	require.True(t, conditionIs(st, conditions.Health, api.ConditionStatusTrue, conditions.ReasonReconciled))
 }
 
 // The runtime reads its bearer token from a file and reads it again when it changes, as Kubernetes rotates
@@ -325,7 +333,7 @@ func scrape(tb testing.TB, url string) string {
 	resp, err := http.Get(url)
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusOK, resp.StatusCode)
-	return string(readAll(tb, resp))
+	return readAll(tb, resp)
 }
 
 // A re-check scheduled far ahead must not hold back a new generation: the poll finds it and it is reconciled now.
@@ -364,10 +372,7 @@ func TestRuntimeFetchesTheParentOfAChildKind(t *testing.T) {
 		mu.Unlock()
 		return ok(obj)
 	})
-	clusters := &adapter.Kind{Name: "Cluster", Plural: "clusters"}
-	startRuntime(t, s, rec, func(c *adapter.Config) {
-		c.Kind = &adapter.Kind{Name: "NodePool", Plural: "nodepools", Parent: clusters}
-	})
+	startControllers(t, s, []adapter.Controller{{Kind: adapter.NodePools(), Reconciler: rec}})
 	eventually(t, "the node pool's report", func() bool {
 		resp, err := s.ListNodePoolStatusesWithResponse(ctxFor(t), cluster.Id, pool.Id)
 		require.NoError(t, err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/aggregate"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
 )
@@ -71,9 +71,9 @@ func TestConcurrentReportsNeverLetAStaleOneWin(t *testing.T) {
 		want := newest[st.Adapter]
 		require.Equal(t, want.ObservedGeneration, st.ObservedGeneration, st.Adapter)
 		require.True(t, want.ObservedTime.Equal(st.ObservedTime), "%s: stored %s, newest sent %s", st.Adapter, st.ObservedTime, want.ObservedTime)
-		conds := make([]resource.Condition, len(st.Conditions))
+		conds := make([]conditions.Condition, len(st.Conditions))
 		for i, x := range st.Conditions {
-			conds[i] = resource.Condition{Type: x.Type, Status: resource.ConditionStatus(x.Status)}
+			conds[i] = conditions.Condition{Type: x.Type, Status: conditions.Status(x.Status)}
 		}
 		stored = append(stored, resource.AdapterStatus{Adapter: st.Adapter, ObservedGeneration: st.ObservedGeneration, ObservedTime: st.ObservedTime, Conditions: conds})
 	}
@@ -81,7 +81,7 @@ func TestConcurrentReportsNeverLetAStaleOneWin(t *testing.T) {
 	// The stored aggregate is the pure function of the stored reports.
 	got := getCluster(t, s, c)
 	d := &resource.Descriptor{Kind: "Cluster", RequiredAdapters: []string{"a1", "a2", "a3", "a4"}}
-	want, _ := aggregate.Aggregator{}.Aggregate(d, &resource.Resource{Generation: got.Generation}, stored, time.Now())
+	want, _ := resource.Aggregate(d, &resource.Resource{Generation: got.Generation}, stored, time.Now())
 	require.Equal(t, string(want.Phase), string(got.Status.Phase))
 	require.Len(t, got.Status.Conditions, len(want.Conditions))
 	for i, w := range want.Conditions {

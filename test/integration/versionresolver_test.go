@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	adapter "github.com/hyperfleet/hyperfleet/adapters/runtime"
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
@@ -61,9 +61,11 @@ func (s *simServer) down(tb testing.TB) {
 }
 
 // runtimeConfig is the runtime's configuration for tests: fast polls, loopback ops listener, quiet logs.
-func runtimeConfig(s *apiServer, name string, kind *adapter.Kind) adapter.Config {
-	cfg := adapter.Defaults(name, kind, "127.0.0.1:0")
+func runtimeConfig(tb testing.TB, s *apiServer, name string) adapter.Config {
+	tb.Helper()
+	cfg := adapter.Defaults(name, "127.0.0.1:0")
 	cfg.APIURL = s.base
+	cfg.Transport = s.transport
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.DrainTimeout = 5 * time.Second
 	cfg.BackoffBase = 50 * time.Millisecond
@@ -92,7 +94,7 @@ func runInBackground(tb testing.TB, fn func(ctx context.Context) error) {
 
 func startResolver(tb testing.TB, s *apiServer, sim *simServer, opts versionresolver.Options) {
 	tb.Helper()
-	a, err := versionresolver.New(runtimeConfig(s, versionresolver.Name, versionresolver.StreamKind()), opts, testLogger())
+	a, err := versionresolver.New(runtimeConfig(tb, s, versionresolver.Name), opts, testLogger())
 	require.NoError(tb, err)
 	runInBackground(tb, a.Run)
 }
@@ -235,7 +237,7 @@ func TestResolverReplicasSplitTheFleet(t *testing.T) {
 	sim := startSim(t, cincinnatisim.Series{Minors: []string{"4.16"}, Patches: 3})
 	replicas := make([]*recordingReconciler, 2)
 	for i := range replicas {
-		cfg := runtimeConfig(s, versionresolver.Name, versionresolver.StreamKind())
+		cfg := runtimeConfig(t, s, versionresolver.Name)
 		cfg.ShardIndex, cfg.ShardCount, cfg.Replica = i, 2, "replica-"+string(rune('a'+i))
 		cfg.ResyncAfter = time.Minute // as the resolver's own wiring does: live replicas report at least this often
 		runner, err := adapter.New(cfg, testLogger())
@@ -243,7 +245,9 @@ func TestResolverReplicasSplitTheFleet(t *testing.T) {
 		rec := &versionresolver.Reconciler{Graphs: cincinnati.NewClient(sim.url(), nil)}
 		require.NoError(t, rec.Check())
 		replicas[i] = &recordingReconciler{Reconciler: rec, seen: map[string]bool{}}
-		runInBackground(t, func(ctx context.Context) error { return runner.Run(ctx, replicas[i]) })
+		runInBackground(t, func(ctx context.Context) error {
+			return runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: replicas[i]})
+		})
 	}
 
 	const streams = 100
@@ -266,11 +270,11 @@ func TestResolverReplicasSplitTheFleet(t *testing.T) {
 	t.Logf("replica a reconciled %d streams, replica b %d", len(a), len(b))
 
 	// A third replica that disagrees on the shard count refuses to start.
-	cfg := runtimeConfig(s, versionresolver.Name, versionresolver.StreamKind())
+	cfg := runtimeConfig(t, s, versionresolver.Name)
 	cfg.ShardIndex, cfg.ShardCount, cfg.Replica, cfg.ResyncAfter = 0, 3, "replica-c", time.Minute
 	runner, err := adapter.New(cfg, testLogger())
 	require.NoError(t, err)
-	err = runner.Run(ctxFor(t), replicas[0])
+	err = runner.Run(ctxFor(t), adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: replicas[0]})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "--shard-count 2")
 	require.False(t, errors.Is(err, context.Canceled))

@@ -144,7 +144,7 @@ func (c *Client) Graph(ctx context.Context, channel, arch string) (*Graph, error
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("cincinnati: build request: %w", err)
 	}
@@ -195,9 +195,10 @@ func (c *Client) graphURL(channel, arch string) (string, error) {
 // maxErrorBodyBytes of the body looking for a Cincinnati {kind, value}.
 func (c *Client) statusError(resp *http.Response, channel, arch string) error {
 	detail := fmt.Sprintf("HTTP %d", resp.StatusCode)
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
+	// A body cut short still classifies by status; what was read may still name the kind.
+	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 	var eb errorBody
-	if json.Unmarshal(raw, &eb) == nil && (eb.Kind != "" || eb.Value != "") {
+	if json.Unmarshal(raw, &eb) == nil && readErr == nil && (eb.Kind != "" || eb.Value != "") {
 		detail = fmt.Sprintf("%s: %s: %s", detail, eb.Kind, eb.Value)
 	}
 

@@ -137,9 +137,9 @@ func (s Series) graphs() (map[graphKey]*Graph, error) {
 	minors := map[minorVersion]bool{}
 	var ordered []minorVersion
 	for _, m := range s.Minors {
-		maj, min, ok := strings.Cut(strings.TrimSpace(m), ".")
-		a, err1 := strconv.Atoi(maj)
-		b, err2 := strconv.Atoi(min)
+		majorText, minorText, ok := strings.Cut(strings.TrimSpace(m), ".")
+		a, err1 := strconv.Atoi(majorText)
+		b, err2 := strconv.Atoi(minorText)
 		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
 			return nil, fmt.Errorf("%w: minor %q is not MAJOR.MINOR", ErrInvalidSeries, m)
 		}
@@ -188,7 +188,11 @@ func (s Series) graphs() (map[graphKey]*Graph, error) {
 					channels[arch][v] = append(channels[arch][v], channel)
 					g.Nodes = append(g.Nodes, Node{Version: v, Payload: PayloadFor(v, arch)})
 				}
-				g.Edges = seriesEdges(versions)
+				edges, err := seriesEdges(versions)
+				if err != nil {
+					return nil, err
+				}
+				g.Edges = edges
 				out[graphKey{channel, arch}] = g
 			}
 		}
@@ -220,10 +224,13 @@ func gaVersions(m minorVersion, patches int) []string {
 
 // seriesEdges links every version to every later version of its minor, and the highest GA version of a minor to
 // every version of the next minor. versions must parse.
-func seriesEdges(versions []string) [][2]int {
+func seriesEdges(versions []string) ([][2]int, error) {
 	parsed := make([]semver, len(versions))
 	for i, v := range versions {
-		parsed[i], _ = parseVersion(v) // generated versions always parse
+		var err error
+		if parsed[i], err = parseVersion(v); err != nil {
+			return nil, fmt.Errorf("%w: generated version %q: %w", ErrInvalidSeries, v, err)
+		}
 	}
 	edges := [][2]int{}
 	for i := range parsed {
@@ -233,7 +240,7 @@ func seriesEdges(versions []string) [][2]int {
 			}
 		}
 	}
-	return edges
+	return edges, nil
 }
 
 // upgradeEdge reports whether the simulator's edge rule links nodes[from] to nodes[to]: same minor and newer, or

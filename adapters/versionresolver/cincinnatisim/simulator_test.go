@@ -52,7 +52,7 @@ func get(tb testing.TB, base, channel, arch string) response {
 	if arch != "" {
 		q.Set("arch", arch)
 	}
-	req, err := http.NewRequest(http.MethodGet, base+cincinnatisim.GraphPath+"?"+q.Encode(), nil)
+	req, err := http.NewRequest(http.MethodGet, base+cincinnatisim.GraphPath+"?"+q.Encode(), http.NoBody)
 	require.NoError(tb, err)
 	req.Header.Set("Accept", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -385,7 +385,7 @@ func TestAdminNotMountedByDefault(t *testing.T) {
 
 func TestNotAcceptable(t *testing.T) {
 	_, base := startSeries(t)
-	req, err := http.NewRequest(http.MethodGet, base+cincinnatisim.GraphPath+"?channel=stable-4.16&arch=amd64", nil)
+	req, err := http.NewRequest(http.MethodGet, base+cincinnatisim.GraphPath+"?channel=stable-4.16&arch=amd64", http.NoBody)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "text/html")
 	resp, err := http.DefaultClient.Do(req)
@@ -404,7 +404,7 @@ func TestConcurrency(t *testing.T) {
 	for range readers {
 		wg.Go(func() {
 			for range perReader {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+cincinnatisim.GraphPath+"?channel=stable-4.16&arch=amd64", nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+cincinnatisim.GraphPath+"?channel=stable-4.16&arch=amd64", http.NoBody)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					errs <- err

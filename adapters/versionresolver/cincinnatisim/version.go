@@ -14,7 +14,7 @@ type semver struct{ v *mmsemver.Version }
 func parseVersion(s string) (semver, error) {
 	v, err := mmsemver.StrictNewVersion(s)
 	if err != nil {
-		return semver{}, fmt.Errorf("%w: %q: %v", ErrInvalidVersion, s, err)
+		return semver{}, fmt.Errorf("%w: %q: %w", ErrInvalidVersion, s, err)
 	}
 	return semver{v: v}, nil
 }

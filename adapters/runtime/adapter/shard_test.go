@@ -108,7 +108,7 @@ func TestShardOfSpreadsTheFleet(t *testing.T) {
 
 func TestConfigCheck(t *testing.T) {
 	valid := func() Config {
-		return Defaults("version-resolver", &Kind{Name: "VersionStream", Plural: "versionstreams"}, "127.0.0.1:0")
+		return Defaults("version-resolver", "127.0.0.1:0")
 	}
 	defaults := valid()
 	require.NoError(t, defaults.Check(), "Defaults must pass Check")
@@ -125,8 +125,6 @@ func TestConfigCheck(t *testing.T) {
 		{name: "adapter name ending with a hyphen", mutate: func(c *Config) { c.Adapter = "resolver-" }, want: []string{"--adapter-name"}},
 		{name: "backoff base above max", mutate: func(c *Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second }, want: []string{"backoff base"}},
 		{name: "adapter name too long", mutate: func(c *Config) { c.Adapter = strings.Repeat("a", 64) }, want: []string{"--adapter-name"}},
-		{name: "no kind", mutate: func(c *Config) { c.Kind = nil }, want: []string{"no kind"}},
-		{name: "kind without plural", mutate: func(c *Config) { c.Kind = &Kind{Name: "VersionStream"} }, want: []string{"no kind"}},
 		{name: "shard index equals count", mutate: func(c *Config) { c.ShardIndex, c.ShardCount = 2, 2 }, want: []string{"--shard-index 2 must be in [0, --shard-count 2)"}},
 		{name: "negative shard index", mutate: func(c *Config) { c.ShardIndex = -1 }, want: []string{"--shard-index -1"}},
 		{name: "shard count 0", mutate: func(c *Config) { c.ShardCount = 0 }, want: []string{"[0, --shard-count 0)"}},
@@ -178,21 +176,20 @@ func TestConfigCheck(t *testing.T) {
 	})
 }
 
-func TestConfigAPIBase(t *testing.T) {
+func TestAPIServer(t *testing.T) {
 	tests := []struct {
 		url  string
 		want string
 	}{
-		{url: "http://api:8000", want: "http://api:8000/api/hyperfleet/v1"},
-		{url: "http://api:8000/", want: "http://api:8000/api/hyperfleet/v1"},
-		{url: "http://api:8000/api/hyperfleet/v1", want: "http://api:8000/api/hyperfleet/v1"},
-		{url: "http://api:8000/api/hyperfleet/v1/", want: "http://api:8000/api/hyperfleet/v1"},
-		{url: "https://gw.example.com/hyperfleet", want: "https://gw.example.com/hyperfleet/api/hyperfleet/v1"},
+		{url: "http://api:8000", want: "http://api:8000"},
+		{url: "http://api:8000/", want: "http://api:8000"},
+		{url: "http://api:8000/api/hyperfleet/v1", want: "http://api:8000"},
+		{url: "http://api:8000/api/hyperfleet/v1/", want: "http://api:8000"},
+		{url: "https://gw.example.com/hyperfleet", want: "https://gw.example.com/hyperfleet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			c := Config{APIURL: tt.url}
-			require.Equal(t, tt.want, c.apiBase())
+			require.Equal(t, tt.want, apiServer(tt.url))
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Reconciler is what an adapter author writes. Both methods are called with the resource fetched fresh from the
@@ -19,15 +21,19 @@ type Reconciler interface {
 
 // Object is one resource as the API returned it, with the adapter's own last report about it.
 type Object struct {
-	Kind       string
+	Kind       string // "Cluster"
 	ID         string
+	ParentID   string // the parent's id for a child kind (a node pool's cluster), empty for a root kind
 	Name       string
 	Generation int64
 	Labels     map[string]string
 	Spec       json.RawMessage
 	// DeletedTime is set when the resource is being deleted: the runtime calls Finalize instead of Reconcile.
 	DeletedTime *time.Time
-	// Parent is the parent resource of a child kind (a node pool's cluster), nil for a root kind.
+	// Phase and Conditions are the resource's aggregated status, as the API computed it from every adapter.
+	Phase      conditions.Phase
+	Conditions []conditions.Condition
+	// Parent is the parent resource of a child kind, fetched with it; nil for a root kind.
 	Parent *Object
 	// LastReport is this adapter's previous report about the resource, nil if it has never reported.
 	LastReport *Report
@@ -37,12 +43,12 @@ type Object struct {
 type Report struct {
 	ObservedGeneration int64
 	ObservedTime       time.Time
-	Conditions         []Condition
+	Conditions         []conditions.Condition
 	Data               map[string]any
 }
 
 // Condition returns the report's condition of type t, or nil.
-func (r *Report) Condition(t string) *Condition {
+func (r *Report) Condition(t string) *conditions.Condition {
 	if r == nil {
 		return nil
 	}
@@ -63,51 +69,16 @@ func (r *Report) DataString(key string) string {
 	return s
 }
 
-// ConditionStatus is True, False or Unknown.
-type ConditionStatus string
-
-// Condition statuses.
-const (
-	True    ConditionStatus = "True"
-	False   ConditionStatus = "False"
-	Unknown ConditionStatus = "Unknown"
-)
-
-// Condition is one Kubernetes-style condition of a report.
-type Condition struct {
-	Type    string
-	Status  ConditionStatus
-	Reason  string
-	Message string
-}
-
-// Condition types the runtime reports for every adapter.
-const (
-	ConditionAvailable = "Available"
-	ConditionApplied   = "Applied"
-	ConditionHealth    = "Health"
-	ConditionFinalized = "Finalized"
-)
-
-// Reasons the runtime gives on the conditions it owns.
-const (
-	ReasonReconciled      = "Reconciled"
-	ReasonFinalized       = "Finalized"
-	ReasonFinalizing      = "Finalizing"
-	ReasonTransientError  = "TransientError"
-	ReasonTerminalError   = "TerminalError"
-	ReasonReconcilerPanic = "ReconcilerPanic"
-	ReasonNotReported     = "NotReported"
-)
-
 // Outcome is what a reconcile found and did. The runtime adds Applied and Health (and Finalized for Finalize)
 // from the error the reconciler returned.
 type Outcome struct {
 	// Available says whether what the adapter provides for this resource works; the API requires it. Left
 	// empty, it is False with the error's reason (or Unknown when there was no error).
-	Available Condition
-	// Conditions are the adapter's own (e.g. ImageResolved).
-	Conditions []Condition
+	// Its Type may be left empty.
+	Available conditions.Reported
+	// Conditions are the adapter's own (e.g. ImageResolved), with types and reasons the adapter declares as
+	// constants; any that repeats a type the runtime reports is dropped.
+	Conditions []conditions.Reported
 	// Data is the report's free-form data.
 	Data map[string]any
 	// Finalized is Finalize's answer: nothing is left to clean up.
@@ -157,7 +128,7 @@ func errorReason(err error) string {
 		return c.reason
 	}
 	if errors.Is(err, ErrTerminal) {
-		return ReasonTerminalError
+		return conditions.ReasonTerminalError
 	}
-	return ReasonTransientError
+	return conditions.ReasonTransientError
 }

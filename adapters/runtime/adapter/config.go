@@ -3,27 +3,26 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
+
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // basePath is where hyperfleet-api serves its resources.
 const basePath = "/api/hyperfleet/v1"
 
-// dnsLabel is the API's rule for adapter names.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+// MaxShards bounds --shard-count.
+const MaxShards = 1024
 
 // Config is what every adapter binary is configured with; AddFlags binds it to a command's flags.
 type Config struct {
 	// Adapter is the name the adapter reports under (its statuses' adapter field), e.g. "version-resolver".
 	Adapter string
-	// Kind is what it reconciles.
-	Kind *Kind
 	// APIURL is hyperfleet-api's address, e.g. http://localhost:8000 (the base path is added if missing).
 	APIURL string
 	// TokenFile holds the bearer token for the API; empty for an API without authentication.
@@ -50,12 +49,15 @@ type Config struct {
 	Replica string
 	// Clock drives polls, delays and backoff; nil is the real clock. Tests use a fake one.
 	Clock clock.WithTicker
+	// Transport carries the requests to the API; nil is a clone of http.DefaultTransport. Tests wrap it to check
+	// every answer against the OpenAPI document.
+	Transport http.RoundTripper
 }
 
 // Defaults returns the configuration an adapter starts from before flags.
-func Defaults(adapter string, kind *Kind, opsAddr string) Config {
+func Defaults(adapter string, opsAddr string) Config {
 	return Config{
-		Adapter: adapter, Kind: kind, APIURL: "http://localhost:8000", PollInterval: 5 * time.Second,
+		Adapter: adapter, APIURL: "http://localhost:8000", PollInterval: 5 * time.Second,
 		Workers: 8, ShardIndex: 0, ShardCount: 1, OpsBindAddress: opsAddr, ReconcileTimeout: 2 * time.Minute,
 		DrainTimeout: 30 * time.Second, BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax, PageSize: 500,
 	}
@@ -80,14 +82,14 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // Check returns every setting that cannot work, in one error.
 func (c *Config) Check() error {
 	var errs []error
-	if len(c.Adapter) > 63 || !dnsLabel.MatchString(c.Adapter) {
-		errs = append(errs, fmt.Errorf("--adapter-name %q must be a DNS label", c.Adapter))
-	}
-	if c.Kind == nil || c.Kind.Plural == "" {
-		errs = append(errs, errors.New("no kind to reconcile"))
+	if !conditions.ValidAdapterName(c.Adapter) {
+		errs = append(errs, fmt.Errorf("--adapter-name %q must be a DNS label of at most %d characters", c.Adapter, conditions.MaxAdapterName))
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("--api-url %q must be an http(s) URL", c.APIURL))
+	}
+	if c.ShardCount > MaxShards {
+		errs = append(errs, fmt.Errorf("--shard-count %d is above the most replicas that can split a fleet, %d", c.ShardCount, MaxShards))
 	}
 	if c.ShardCount < 1 || c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount {
 		errs = append(errs, fmt.Errorf("--shard-index %d must be in [0, --shard-count %d)", c.ShardIndex, c.ShardCount))
@@ -111,13 +113,4 @@ func (c *Config) Check() error {
 		errs = append(errs, errors.New("page size must be 1–500"))
 	}
 	return errors.Join(errs...)
-}
-
-// apiBase returns the API URL with the base path.
-func (c *Config) apiBase() string {
-	u := strings.TrimRight(c.APIURL, "/")
-	if !strings.HasSuffix(u, basePath) {
-		u += basePath
-	}
-	return u
 }

@@ -15,7 +15,7 @@ func shardOf(id string, count int) int {
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(count))
+	return int(h.Sum32() % uint32(count)) //nolint:gosec // 1 ≤ count ≤ MaxShards (Config.Check)
 }
 
 // shardSample is how many recently updated resources checkShards looks at.
@@ -24,8 +24,9 @@ const shardSample = 10
 // checkShards refuses to start when a recent report of this adapter, from another replica, says it runs with
 // another --shard-count: the fleet would be split two ways, some resources reconciled twice and others never.
 // Changing the shard count therefore means stopping every replica first.
-func (r *Runner) checkShards(ctx context.Context) error {
-	keys, err := r.client.recent(ctx, r.cfg.Kind, shardSample)
+func (r *Runner) checkShards(ctx context.Context, kind *Kind) error {
+	keys, err := kind.ops.list(withOp(ctx, "list recent"), r.api.client, "",
+		listQuery{size: shardSample, order: "updated_time desc", includeDeleted: true, fields: "id,owner_references"})
 	if err != nil {
 		// Not knowing is no reason to refuse: the API may be starting too. The poll will keep trying.
 		r.log.Warn("could not check other replicas' shard count", slog.Any("error", err))
@@ -33,7 +34,7 @@ func (r *Runner) checkShards(ctx context.Context) error {
 	}
 	window := max(3*r.cfg.PollInterval, r.cfg.ResyncAfter)
 	for _, key := range keys {
-		st, err := r.client.ownStatus(ctx, r.cfg.Kind, key, r.cfg.Adapter)
+		st, err := r.api.status(withOp(ctx, "list statuses"), kind, key.ParentID, key.ID, r.cfg.Adapter)
 		if err != nil || st == nil || r.clock.Since(st.ObservedTime) > window {
 			continue
 		}
@@ -44,7 +45,7 @@ func (r *Runner) checkShards(ctx context.Context) error {
 		}
 		return fmt.Errorf("replica %q of %s reported on %s %s within the last %s with --shard-count %d, but this one has %d: "+
 			"every replica needs the same --shard-count; stop the others before changing it",
-			replica, r.cfg.Adapter, r.cfg.Kind.Name, key.ID, window, int(count), r.cfg.ShardCount)
+			replica, r.cfg.Adapter, kind.Name, key.ID, window, int(count), r.cfg.ShardCount)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 
 func TestOpsEndpointsFollowThePollLoop(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	cfg := Defaults("test-adapter", &Kind{Name: "VersionStream", Plural: "versionstreams"}, "127.0.0.1:0")
+	cfg := Defaults("test-adapter", "127.0.0.1:0")
 	cfg.Clock = clk
 	r, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
@@ -24,7 +24,7 @@ func TestOpsEndpointsFollowThePollLoop(t *testing.T) {
 	status := func(path string) int {
 		t.Helper()
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, http.NoBody))
 		return rec.Code
 	}
 	grace := 3 * cfg.PollInterval

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // conditionsOf turns a report's conditions back into the runtime's type, so that a table can state them briefly.
-func conditionsOf(tb testing.TB, r api.AdapterStatusReport) []Condition {
+func reportedOf(tb testing.TB, r api.AdapterStatusReport) []conditions.Reported {
 	tb.Helper()
-	out := make([]Condition, 0, len(r.Conditions))
+	out := make([]conditions.Reported, 0, len(r.Conditions))
 	for _, c := range r.Conditions {
 		require.NotNil(tb, c.Status)
 		if c.Reason != nil {
@@ -27,64 +28,66 @@ func conditionsOf(tb testing.TB, r api.AdapterStatusReport) []Condition {
 		if c.Message != nil {
 			require.NotEmpty(tb, *c.Message, "an empty message must be left out, not sent")
 		}
-		out = append(out, Condition{Type: c.Type, Status: ConditionStatus(c.Status), Reason: deref(c.Reason), Message: deref(c.Message)})
+		out = append(out, conditions.Reported{Type: c.Type, Status: conditions.Status(c.Status), Reason: deref(c.Reason), Message: deref(c.Message)})
 	}
 	return out
 }
 
 func TestBuildReportConditions(t *testing.T) {
 	errDown := errors.New("registry unreachable")
-	ready := Condition{Status: True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"}
-	ok := func(typ, reason string) Condition { return Condition{Type: typ, Status: True, Reason: reason} }
-	failed := func(typ, reason, msg string) Condition {
-		return Condition{Type: typ, Status: False, Reason: reason, Message: msg}
+	ready := conditions.Reported{Status: conditions.True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"}
+	ok := func(typ, reason string) conditions.Reported {
+		return conditions.Reported{Type: typ, Status: conditions.True, Reason: reason}
+	}
+	failed := func(typ, reason, msg string) conditions.Reported {
+		return conditions.Reported{Type: typ, Status: conditions.False, Reason: reason, Message: msg}
 	}
 	tests := []struct {
 		name       string
 		out        Outcome
 		err        error
 		finalizing bool
-		want       []Condition
+		want       []conditions.Reported
 	}{
 		{
 			name: "success takes Available from the outcome",
 			out:  Outcome{Available: ready},
-			want: []Condition{
-				{Type: ConditionAvailable, Status: True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
-				ok(ConditionApplied, ReasonReconciled), ok(ConditionHealth, ReasonReconciled),
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
+				ok(conditions.Applied, conditions.ReasonReconciled), ok(conditions.Health, conditions.ReasonReconciled),
 			},
 		},
 		{
 			name: "the outcome cannot rename Available",
-			out:  Outcome{Available: Condition{Type: "Ready", Status: False, Reason: "Waiting"}},
-			want: []Condition{
-				{Type: ConditionAvailable, Status: False, Reason: "Waiting"},
-				ok(ConditionApplied, ReasonReconciled), ok(ConditionHealth, ReasonReconciled),
+			out:  Outcome{Available: conditions.Reported{Type: "Ready", Status: conditions.False, Reason: "Waiting"}},
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.False, Reason: "Waiting"},
+				ok(conditions.Applied, conditions.ReasonReconciled), ok(conditions.Health, conditions.ReasonReconciled),
 			},
 		},
 		{
-			name: "success without Available reports it Unknown",
-			want: []Condition{
-				{Type: ConditionAvailable, Status: Unknown, Reason: ReasonNotReported},
-				ok(ConditionApplied, ReasonReconciled), ok(ConditionHealth, ReasonReconciled),
+			name: "success without Available reports it conditions.Unknown",
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.Unknown, Reason: conditions.ReasonNotReported},
+				ok(conditions.Applied, conditions.ReasonReconciled), ok(conditions.Health, conditions.ReasonReconciled),
 			},
 		},
 		{
-			name: "plain error is transient and makes an empty Available False",
+			name: "plain error is transient and makes an empty Available conditions.False",
 			err:  errDown,
-			want: []Condition{
-				failed(ConditionAvailable, ReasonTransientError, "registry unreachable"),
-				failed(ConditionApplied, ReasonTransientError, "registry unreachable"),
-				failed(ConditionHealth, ReasonTransientError, "registry unreachable"),
+			want: []conditions.Reported{
+				failed(conditions.Available, conditions.ReasonTransientError, "registry unreachable"),
+				failed(conditions.Applied, conditions.ReasonTransientError, "registry unreachable"),
+				failed(conditions.Health, conditions.ReasonTransientError, "registry unreachable"),
 			},
 		},
 		{
 			name: "transient error with its own reason",
 			err:  fmt.Errorf("resolve: %w", Transient("RegistryDown", errDown)),
-			want: []Condition{
-				failed(ConditionAvailable, "RegistryDown", "resolve: registry unreachable"),
-				failed(ConditionApplied, "RegistryDown", "resolve: registry unreachable"),
-				failed(ConditionHealth, "RegistryDown", "resolve: registry unreachable"),
+			want: []conditions.Reported{
+				failed(conditions.Available, "RegistryDown", "resolve: registry unreachable"),
+				failed(conditions.Applied, "RegistryDown", "resolve: registry unreachable"),
+				failed(conditions.Health, "RegistryDown", "resolve: registry unreachable"),
 			},
 		},
 		{
@@ -92,49 +95,49 @@ func TestBuildReportConditions(t *testing.T) {
 			name: "transient error keeps an Available the outcome set",
 			out:  Outcome{Available: ready},
 			err:  Transient("RegistryDown", errDown),
-			want: []Condition{
-				{Type: ConditionAvailable, Status: True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
-				failed(ConditionApplied, "RegistryDown", "registry unreachable"),
-				failed(ConditionHealth, "RegistryDown", "registry unreachable"),
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
+				failed(conditions.Applied, "RegistryDown", "registry unreachable"),
+				failed(conditions.Health, "RegistryDown", "registry unreachable"),
 			},
 		},
 		{
 			name: "terminal error without a reason",
 			err:  Terminal("", errors.New("spec.channel is empty")),
-			want: []Condition{
-				failed(ConditionAvailable, ReasonTerminalError, "spec.channel is empty"),
-				failed(ConditionApplied, ReasonTerminalError, "spec.channel is empty"),
-				failed(ConditionHealth, ReasonTerminalError, "spec.channel is empty"),
+			want: []conditions.Reported{
+				failed(conditions.Available, conditions.ReasonTerminalError, "spec.channel is empty"),
+				failed(conditions.Applied, conditions.ReasonTerminalError, "spec.channel is empty"),
+				failed(conditions.Health, conditions.ReasonTerminalError, "spec.channel is empty"),
 			},
 		},
 		{
 			name: "terminal error with its own reason",
-			out:  Outcome{Available: Condition{Status: False, Reason: "NoSuchVersion"}},
+			out:  Outcome{Available: conditions.Reported{Status: conditions.False, Reason: "NoSuchVersion"}},
 			err:  Terminalf("InvalidSpec", "version %q does not exist", "4.99"),
-			want: []Condition{
-				{Type: ConditionAvailable, Status: False, Reason: "NoSuchVersion"},
-				failed(ConditionApplied, "InvalidSpec", `version "4.99" does not exist`),
-				failed(ConditionHealth, "InvalidSpec", `version "4.99" does not exist`),
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.False, Reason: "NoSuchVersion"},
+				failed(conditions.Applied, "InvalidSpec", `version "4.99" does not exist`),
+				failed(conditions.Health, "InvalidSpec", `version "4.99" does not exist`),
 			},
 		},
 		{
 			name:       "finalized",
 			out:        Outcome{Finalized: true},
 			finalizing: true,
-			want: []Condition{
-				{Type: ConditionAvailable, Status: Unknown, Reason: ReasonNotReported},
-				ok(ConditionApplied, ReasonFinalized), ok(ConditionHealth, ReasonFinalized),
-				ok(ConditionFinalized, ReasonFinalized),
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.Unknown, Reason: conditions.ReasonNotReported},
+				ok(conditions.Applied, conditions.ReasonFinalized), ok(conditions.Health, conditions.ReasonFinalized),
+				ok(conditions.Finalized, conditions.ReasonFinalized),
 			},
 		},
 		{
 			name:       "still finalizing",
-			out:        Outcome{Available: Condition{Status: False, Reason: "Deleting"}},
+			out:        Outcome{Available: conditions.Reported{Status: conditions.False, Reason: "Deleting"}},
 			finalizing: true,
-			want: []Condition{
-				{Type: ConditionAvailable, Status: False, Reason: "Deleting"},
-				ok(ConditionApplied, ReasonFinalizing), ok(ConditionHealth, ReasonFinalizing),
-				{Type: ConditionFinalized, Status: False, Reason: ReasonFinalizing},
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.False, Reason: "Deleting"},
+				ok(conditions.Applied, conditions.ReasonFinalizing), ok(conditions.Health, conditions.ReasonFinalizing),
+				{Type: conditions.Finalized, Status: conditions.False, Reason: conditions.ReasonFinalizing},
 			},
 		},
 		{
@@ -143,39 +146,39 @@ func TestBuildReportConditions(t *testing.T) {
 			out:        Outcome{Finalized: true},
 			err:        errDown,
 			finalizing: true,
-			want: []Condition{
-				failed(ConditionAvailable, ReasonTransientError, "registry unreachable"),
-				failed(ConditionApplied, ReasonTransientError, "registry unreachable"),
-				failed(ConditionHealth, ReasonTransientError, "registry unreachable"),
-				{Type: ConditionFinalized, Status: False, Reason: ReasonFinalizing},
+			want: []conditions.Reported{
+				failed(conditions.Available, conditions.ReasonTransientError, "registry unreachable"),
+				failed(conditions.Applied, conditions.ReasonTransientError, "registry unreachable"),
+				failed(conditions.Health, conditions.ReasonTransientError, "registry unreachable"),
+				{Type: conditions.Finalized, Status: conditions.False, Reason: conditions.ReasonFinalizing},
 			},
 		},
 		{
 			name: "own conditions follow, without runtime types, duplicates or empty types",
-			out: Outcome{Available: ready, Conditions: []Condition{
-				{Type: "ImageResolved", Status: True, Reason: "Found"},
-				{Type: ConditionApplied, Status: False, Reason: "Overridden"},
-				{Type: ConditionAvailable, Status: False, Reason: "Overridden"},
-				{Type: ConditionHealth, Status: False, Reason: "Overridden"},
-				{Type: "ImageResolved", Status: False, Reason: "Duplicate"},
-				{Status: True, Reason: "NoType"},
+			out: Outcome{Available: ready, Conditions: []conditions.Reported{
+				{Type: "ImageResolved", Status: conditions.True, Reason: "Found"},
+				{Type: conditions.Applied, Status: conditions.False, Reason: "Overridden"},
+				{Type: conditions.Available, Status: conditions.False, Reason: "Overridden"},
+				{Type: conditions.Health, Status: conditions.False, Reason: "Overridden"},
+				{Type: "ImageResolved", Status: conditions.False, Reason: "Duplicate"},
+				{Status: conditions.True, Reason: "NoType"},
 				{Type: "Pinned"},
 			}},
-			want: []Condition{
-				{Type: ConditionAvailable, Status: True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
-				ok(ConditionApplied, ReasonReconciled), ok(ConditionHealth, ReasonReconciled),
-				{Type: "ImageResolved", Status: True, Reason: "Found"},
-				{Type: "Pinned", Status: Unknown},
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.True, Reason: "ImageResolved", Message: "quay.io/x@sha256:1"},
+				ok(conditions.Applied, conditions.ReasonReconciled), ok(conditions.Health, conditions.ReasonReconciled),
+				{Type: "ImageResolved", Status: conditions.True, Reason: "Found"},
+				{Type: "Pinned", Status: conditions.Unknown},
 			},
 		},
 		{
 			name:       "own conditions cannot override Finalized while finalizing",
-			out:        Outcome{Conditions: []Condition{{Type: ConditionFinalized, Status: True, Reason: "Overridden"}}},
+			out:        Outcome{Conditions: []conditions.Reported{{Type: conditions.Finalized, Status: conditions.True, Reason: "Overridden"}}},
 			finalizing: true,
-			want: []Condition{
-				{Type: ConditionAvailable, Status: Unknown, Reason: ReasonNotReported},
-				ok(ConditionApplied, ReasonFinalizing), ok(ConditionHealth, ReasonFinalizing),
-				{Type: ConditionFinalized, Status: False, Reason: ReasonFinalizing},
+			want: []conditions.Reported{
+				{Type: conditions.Available, Status: conditions.Unknown, Reason: conditions.ReasonNotReported},
+				ok(conditions.Applied, conditions.ReasonFinalizing), ok(conditions.Health, conditions.ReasonFinalizing),
+				{Type: conditions.Finalized, Status: conditions.False, Reason: conditions.ReasonFinalizing},
 			},
 		},
 	}
@@ -183,7 +186,7 @@ func TestBuildReportConditions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := &Object{Kind: "VersionStream", ID: "id-1", Generation: 3}
 			r := buildReport("version-resolver", obj, tt.out, tt.err, tt.finalizing, time.Unix(1_700_000_000, 0), nil)
-			require.Equal(t, tt.want, conditionsOf(t, r))
+			require.Equal(t, tt.want, reportedOf(t, r))
 		})
 	}
 }
@@ -216,7 +219,7 @@ func TestBuildReportEnvelope(t *testing.T) {
 	t.Run("long messages are truncated to valid UTF-8", func(t *testing.T) {
 		// A multi-byte rune straddles the cut, as it would in a quoted response body.
 		long := strings.Repeat("a", maxMessage-1) + strings.Repeat("é", 2000)
-		r := buildReport("version-resolver", obj, Outcome{Conditions: []Condition{{Type: "Body", Status: True, Message: long}}},
+		r := buildReport("version-resolver", obj, Outcome{Conditions: []conditions.Reported{{Type: "Body", Status: conditions.True, Message: long}}},
 			errors.New(long), false, now, nil)
 		require.Len(t, r.Conditions, 4)
 		for _, c := range r.Conditions {
@@ -256,10 +259,10 @@ func TestTruncate(t *testing.T) {
 
 func TestChanged(t *testing.T) {
 	reason := func(s string) *string { return &s }
-	last := &Report{Conditions: []Condition{
-		{Type: ConditionAvailable, Status: True, Reason: "ImageResolved", Message: "old"},
-		{Type: ConditionApplied, Status: True, Reason: ReasonReconciled},
-		{Type: "Extra", Status: True},
+	last := &Report{Conditions: []conditions.Condition{
+		{Type: conditions.Available, Status: conditions.True, Reason: "ImageResolved", Message: "old"},
+		{Type: conditions.Applied, Status: conditions.True, Reason: conditions.ReasonReconciled},
+		{Type: "Extra", Status: conditions.True},
 	}}
 	tests := []struct {
 		name  string
@@ -267,38 +270,38 @@ func TestChanged(t *testing.T) {
 		conds []api.ReportedCondition
 		want  bool
 	}{
-		{name: "first report", last: nil, conds: []api.ReportedCondition{{Type: ConditionAvailable, Status: "True"}}, want: true},
+		{name: "first report", last: nil, conds: []api.ReportedCondition{{Type: conditions.Available, Status: "True"}}, want: true},
 		{
 			name: "same statuses and reasons, other message",
 			last: last,
 			conds: []api.ReportedCondition{
-				{Type: ConditionAvailable, Status: "True", Reason: reason("ImageResolved"), Message: reason("new")},
-				{Type: ConditionApplied, Status: "True", Reason: reason(ReasonReconciled)},
+				{Type: conditions.Available, Status: "True", Reason: reason("ImageResolved"), Message: reason("new")},
+				{Type: conditions.Applied, Status: "True", Reason: reason(conditions.ReasonReconciled)},
 			},
 			want: false,
 		},
 		{
 			name:  "status differs",
 			last:  last,
-			conds: []api.ReportedCondition{{Type: ConditionAvailable, Status: "False", Reason: reason("ImageResolved")}},
+			conds: []api.ReportedCondition{{Type: conditions.Available, Status: "False", Reason: reason("ImageResolved")}},
 			want:  true,
 		},
 		{
 			name:  "reason differs",
 			last:  last,
-			conds: []api.ReportedCondition{{Type: ConditionApplied, Status: "True", Reason: reason(ReasonFinalizing)}},
+			conds: []api.ReportedCondition{{Type: conditions.Applied, Status: "True", Reason: reason(conditions.ReasonFinalizing)}},
 			want:  true,
 		},
 		{
 			name:  "reason dropped",
 			last:  last,
-			conds: []api.ReportedCondition{{Type: ConditionApplied, Status: "True"}},
+			conds: []api.ReportedCondition{{Type: conditions.Applied, Status: "True"}},
 			want:  true,
 		},
 		{
 			name:  "new condition type",
 			last:  last,
-			conds: []api.ReportedCondition{{Type: ConditionHealth, Status: "True", Reason: reason(ReasonReconciled)}},
+			conds: []api.ReportedCondition{{Type: conditions.Health, Status: "True", Reason: reason(conditions.ReasonReconciled)}},
 			want:  true,
 		},
 	}
@@ -316,16 +319,16 @@ func TestErrorReason(t *testing.T) {
 		err  error
 		want string
 	}{
-		{name: "plain error", err: cause, want: ReasonTransientError},
-		{name: "context deadline", err: context.DeadlineExceeded, want: ReasonTransientError},
-		{name: "transient without reason", err: Transient("", cause), want: ReasonTransientError},
+		{name: "plain error", err: cause, want: conditions.ReasonTransientError},
+		{name: "context deadline", err: context.DeadlineExceeded, want: conditions.ReasonTransientError},
+		{name: "transient without reason", err: Transient("", cause), want: conditions.ReasonTransientError},
 		{name: "transient with reason", err: Transient("RegistryDown", cause), want: "RegistryDown"},
-		{name: "terminal without reason", err: Terminal("", cause), want: ReasonTerminalError},
+		{name: "terminal without reason", err: Terminal("", cause), want: conditions.ReasonTerminalError},
 		{name: "terminal with reason", err: Terminal("InvalidSpec", cause), want: "InvalidSpec"},
 		{name: "terminalf", err: Terminalf("InvalidSpec", "bad %s", "spec"), want: "InvalidSpec"},
 		{name: "wrapped terminal", err: fmt.Errorf("resolve: %w", Terminal("InvalidSpec", cause)), want: "InvalidSpec"},
-		{name: "wrapped sentinel", err: fmt.Errorf("resolve: %w", ErrTerminal), want: ReasonTerminalError},
-		{name: "panic", err: Transient(ReasonReconcilerPanic, cause), want: ReasonReconcilerPanic},
+		{name: "wrapped sentinel", err: fmt.Errorf("resolve: %w", ErrTerminal), want: conditions.ReasonTerminalError},
+		{name: "panic", err: Transient(conditions.ReasonReconcilerPanic, cause), want: conditions.ReasonReconcilerPanic},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,7 +374,7 @@ func TestErrorClasses(t *testing.T) {
 func TestCheckedReplacesReportsTheAPIWouldRefuse(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	obj := &Object{Generation: 3}
-	valid := Outcome{Available: Condition{Status: True, Reason: "Fine"}}
+	valid := Outcome{Available: conditions.Reported{Status: conditions.True, Reason: "Fine"}}
 	tests := []struct {
 		name    string
 		outcome Outcome
@@ -379,8 +382,8 @@ func TestCheckedReplacesReportsTheAPIWouldRefuse(t *testing.T) {
 		problem string // "" when the report is valid as built
 	}{
 		{name: "valid", outcome: valid},
-		{name: "lowercase condition type", outcome: Outcome{Available: valid.Available, Conditions: []Condition{{Type: "imageResolved", Status: True}}}, problem: "conditions[3].type"},
-		{name: "reason with a hyphen", outcome: Outcome{Available: Condition{Status: True, Reason: "All-Good"}}, problem: "conditions[0].reason"},
+		{name: "lowercase condition type", outcome: Outcome{Available: valid.Available, Conditions: []conditions.Reported{{Type: "imageResolved", Status: conditions.True}}}, problem: "conditions[3].type"},
+		{name: "reason with a hyphen", outcome: Outcome{Available: conditions.Reported{Status: conditions.True, Reason: "All-Good"}}, problem: "conditions[0].reason"},
 		{name: "error reason with a hyphen", outcome: valid, err: Transient("Backend-Down", errors.New("503")), problem: "reason"},
 		{name: "data over 64 KiB", outcome: Outcome{Available: valid.Available, Data: map[string]any{"blob": strings.Repeat("x", 70<<10)}}, problem: "data"},
 		{name: "too many conditions", outcome: Outcome{Available: valid.Available, Conditions: manyConditions(40)}, problem: "conditions"},
@@ -400,7 +403,7 @@ func TestCheckedReplacesReportsTheAPIWouldRefuse(t *testing.T) {
 			require.Equal(t, int64(3), got.ObservedGeneration)
 			require.Len(t, got.Conditions, 3)
 			for _, c := range got.Conditions {
-				require.Equal(t, ReasonInvalidReport, *c.Reason)
+				require.Equal(t, conditions.ReasonInvalidReport, *c.Reason)
 				require.Contains(t, *c.Message, tt.problem)
 			}
 			require.Equal(t, "Health", got.Conditions[2].Type)
@@ -411,10 +414,10 @@ func TestCheckedReplacesReportsTheAPIWouldRefuse(t *testing.T) {
 	}
 }
 
-func manyConditions(n int) []Condition {
-	out := make([]Condition, n)
+func manyConditions(n int) []conditions.Reported {
+	out := make([]conditions.Reported, n)
 	for i := range out {
-		out[i] = Condition{Type: fmt.Sprintf("Extra%d", i), Status: True}
+		out[i] = conditions.Reported{Type: fmt.Sprintf("Extra%d", i), Status: conditions.True}
 	}
 	return out
 }

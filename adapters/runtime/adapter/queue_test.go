@@ -86,7 +86,8 @@ func newTestQueue(tb testing.TB) (*workQueue, *testingclock.FakeClock, int) {
 	clk := testingclock.NewFakeClock(time.Unix(1_700_000_000, 0))
 	q := newWorkQueue(newJitteredBackoff(time.Second, 5*time.Minute, fixedRand(0.5)), clk)
 	tb.Cleanup(q.ShutDown)
-	return q, clk, clk.Waiters()
+	idle := clk.Waiters()
+	return q, clk, idle
 }
 
 // waitForTimer waits until the queue's delaying goroutine has taken up the delayed keys and armed its timer

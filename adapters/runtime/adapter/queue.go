@@ -10,6 +10,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// Key identifies one resource in the work queue.
+type Key struct {
+	Kind     string // the kind's Plural
+	ID       string
+	ParentID string // the parent's id for a child kind
+}
+
 // Backoff bounds of a key whose reconciles keep failing.
 const (
 	DefaultBackoffBase = time.Second
@@ -30,11 +37,11 @@ type jitteredBackoff struct {
 
 var _ workqueue.TypedRateLimiter[Key] = (*jitteredBackoff)(nil)
 
-func newJitteredBackoff(base, max time.Duration, rnd func() float64) *jitteredBackoff {
+func newJitteredBackoff(base, ceiling time.Duration, rnd func() float64) *jitteredBackoff {
 	if rnd == nil {
 		rnd = rand.Float64
 	}
-	return &jitteredBackoff{base: base, max: max, rand: rnd, failures: map[Key]int{}}
+	return &jitteredBackoff{base: base, max: ceiling, rand: rnd, failures: map[Key]int{}}
 }
 
 // When records one more failure of key and returns how long to wait before retrying it.
@@ -109,6 +116,15 @@ func (q *workQueue) offer(key Key, generation int64) bool {
 	q.mu.Unlock()
 	q.Add(key)
 	return true
+}
+
+// wake adds key at once, whatever it was scheduled for: something it depends on changed. A worker already on the
+// key gets it again after it is done, so the change is never missed.
+func (q *workQueue) wake(key Key) {
+	q.mu.Lock()
+	delete(q.scheduled, key)
+	q.mu.Unlock()
+	q.Add(key)
 }
 
 // schedule adds key after d and remembers when, and at which generation it was processed (0: unknown).

@@ -3,12 +3,13 @@ package adapter
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // maxMessage bounds a condition message: an error chain can quote a whole response body.
@@ -19,32 +20,32 @@ const maxMessage = 1024
 // would repeat a type.
 func buildReport(adapter string, obj *Object, out Outcome, err error, finalizing bool, now time.Time, metadata map[string]any) api.AdapterStatusReport {
 	available := out.Available
-	available.Type = ConditionAvailable
+	available.Type = conditions.Available
 	if available.Status == "" {
 		if err != nil {
-			available.Status, available.Reason, available.Message = False, errorReason(err), err.Error()
+			available.Status, available.Reason, available.Message = conditions.False, errorReason(err), err.Error()
 		} else {
-			available.Status, available.Reason = Unknown, ReasonNotReported
+			available.Status, available.Reason = conditions.Unknown, conditions.ReasonNotReported
 		}
 	}
-	okReason := ReasonReconciled
+	okReason := conditions.ReasonReconciled
 	if finalizing {
-		okReason = ReasonFinalizing
+		okReason = conditions.ReasonFinalizing
 		if out.Finalized {
-			okReason = ReasonFinalized
+			okReason = conditions.ReasonFinalized
 		}
 	}
-	applied := Condition{Type: ConditionApplied, Status: True, Reason: okReason}
-	health := Condition{Type: ConditionHealth, Status: True, Reason: okReason}
+	applied := conditions.Reported{Type: conditions.Applied, Status: conditions.True, Reason: okReason}
+	health := conditions.Reported{Type: conditions.Health, Status: conditions.True, Reason: okReason}
 	if err != nil {
-		applied = Condition{Type: ConditionApplied, Status: False, Reason: errorReason(err), Message: err.Error()}
-		health = Condition{Type: ConditionHealth, Status: False, Reason: errorReason(err), Message: err.Error()}
+		applied = conditions.Reported{Type: conditions.Applied, Status: conditions.False, Reason: errorReason(err), Message: err.Error()}
+		health = conditions.Reported{Type: conditions.Health, Status: conditions.False, Reason: errorReason(err), Message: err.Error()}
 	}
-	conds := []Condition{available, applied, health}
+	conds := []conditions.Reported{available, applied, health}
 	if finalizing {
-		fin := Condition{Type: ConditionFinalized, Status: False, Reason: ReasonFinalizing}
+		fin := conditions.Reported{Type: conditions.Finalized, Status: conditions.False, Reason: conditions.ReasonFinalizing}
 		if out.Finalized && err == nil {
-			fin = Condition{Type: ConditionFinalized, Status: True, Reason: ReasonFinalized}
+			fin = conditions.Reported{Type: conditions.Finalized, Status: conditions.True, Reason: conditions.ReasonFinalized}
 		}
 		conds = append(conds, fin)
 	}
@@ -94,54 +95,54 @@ func truncate(s string, n int) string {
 	}
 	s = s[:n]
 	// Cut back to the start of the last (now partial) character.
-	for len(s) > 0 && !utf8.ValidString(s) {
+	for s != "" && !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
 	return s + "…"
 }
 
-// ReasonInvalidReport is the reason of a report the runtime sent instead of one the API would have refused.
-const ReasonInvalidReport = "InvalidReport"
-
 // checked returns report if the API will accept it. Otherwise it returns the runtime's own minimal report, which
 // says why, and the problem: a reconciler's mistake (a lowercase condition type, a reason with a '-', data over
-// 64 KiB) must not leave the adapter silent about the resource.
+// 64 KiB) must not leave the adapter silent about the resource. The rules are the API's own (package conditions).
 func checked(report api.AdapterStatusReport, now time.Time) (api.AdapterStatusReport, error) {
-	rep := resource.StatusReport{Adapter: report.Adapter, ObservedGeneration: report.ObservedGeneration, ObservedTime: report.ObservedTime}
+	rep := conditions.Report{Adapter: report.Adapter, ObservedGeneration: report.ObservedGeneration, ObservedTime: report.ObservedTime}
 	for _, c := range report.Conditions {
-		rep.Conditions = append(rep.Conditions, resource.ReportedCondition{Type: c.Type, Status: resource.ConditionStatus(c.Status),
+		rep.Conditions = append(rep.Conditions, conditions.Reported{Type: c.Type, Status: conditions.Status(c.Status),
 			Reason: deref(c.Reason), Message: deref(c.Message)})
 	}
-	var err error
+	var encodeErr error
 	if report.Data != nil {
+		var err error
 		if rep.Data, err = json.Marshal(*report.Data); err != nil {
-			rep.Data = []byte("not JSON")
+			rep.Data, encodeErr = []byte("not JSON"), fmt.Errorf("data: %w", err)
 		}
 	}
 	if report.Metadata != nil {
-		rep.Metadata, _ = json.Marshal(*report.Metadata)
+		var err error
+		if rep.Metadata, err = json.Marshal(*report.Metadata); err != nil {
+			rep.Metadata, encodeErr = []byte("not JSON"), errors.Join(encodeErr, fmt.Errorf("metadata: %w", err))
+		}
 	}
-	invalid := resource.ValidateReport(rep, now)
-	if invalid == nil && err == nil {
+	problems := rep.Validate(now)
+	if len(problems) == 0 && encodeErr == nil {
 		return report, nil
 	}
-	problem := errors.Join(err, invalid).Error()
-	var rerr *resource.Error
-	if errors.As(invalid, &rerr) {
-		var parts []string
-		for _, f := range rerr.Fields {
-			parts = append(parts, f.Field+": "+f.Message)
-		}
-		problem = "the reconciler's report was refused: " + strings.Join(parts, "; ")
+	parts := make([]string, 0, len(problems)+1)
+	if encodeErr != nil {
+		parts = append(parts, encodeErr.Error())
 	}
+	for _, p := range problems {
+		parts = append(parts, p.Field+": "+p.Message)
+	}
+	problem := "the reconciler's report was refused: " + strings.Join(parts, "; ")
 	msg := truncate(problem, maxMessage)
-	reason := ReasonInvalidReport
+	reason := conditions.ReasonInvalidReport
 	minimal := report
 	minimal.Data = nil
 	minimal.Conditions = []api.ReportedCondition{
-		{Type: ConditionAvailable, Status: api.ReportedConditionStatusUnknown, Reason: &reason, Message: &msg},
-		{Type: ConditionApplied, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
-		{Type: ConditionHealth, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
+		{Type: conditions.Available, Status: api.ReportedConditionStatusUnknown, Reason: &reason, Message: &msg},
+		{Type: conditions.Applied, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
+		{Type: conditions.Health, Status: api.ReportedConditionStatusFalse, Reason: &reason, Message: &msg},
 	}
 	return minimal, errors.New(problem)
 }

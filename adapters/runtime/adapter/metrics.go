@@ -10,29 +10,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are one adapter's Prometheus series; every series carries the adapter and kind as constant labels.
+// metrics are one adapter's Prometheus series. Every series carries the adapter as a constant label; the kind
+// label's values are the kinds the adapter serves, so every label takes its values from a closed set.
 type metrics struct {
 	reconciles       *prometheus.CounterVec
-	reconcileSeconds prometheus.Histogram
+	reconcileSeconds *prometheus.HistogramVec
 	apiRequests      *prometheus.CounterVec
 	externalRequests *prometheus.CounterVec
 	polls            *prometheus.CounterVec
+	dependents       *prometheus.CounterVec
 	lastPoll         prometheus.Gauge
 }
 
-func newMetrics(reg *prometheus.Registry, adapter, kind string, queueDepth func() float64) *metrics {
+func newMetrics(reg *prometheus.Registry, adapter string, queueDepth func() float64) *metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r := prometheus.WrapRegistererWith(prometheus.Labels{"adapter": adapter, "kind": kind}, reg)
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"adapter": adapter}, reg)
 	m := &metrics{
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_reconciles_total",
 			Help: "Reconciles by result: success, transient_error, terminal_error, panic, stale (a newer report was already stored), gone (the resource was removed), not_reported (an API call failed).",
-		}, []string{"result"}),
-		reconcileSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"kind", "result"}),
+		reconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hyperfleet_adapter_reconcile_duration_seconds",
 			Help:    "Time from taking a key off the queue to its status being posted.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
-		}),
+		}, []string{"kind"}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_api_requests_total",
 			Help: "Requests to hyperfleet-api by operation and HTTP status code (\"error\" when no answer came).",
@@ -43,14 +45,18 @@ func newMetrics(reg *prometheus.Registry, adapter, kind string, queueDepth func(
 		}, []string{"system", "code"}),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_polls_total",
-			Help: "Polls of pending_for by result (success, error).",
-		}, []string{"result"}),
+			Help: "Polls of pending_for by kind and result (success, error).",
+		}, []string{"kind", "result"}),
+		dependents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_dependents_queued_total",
+			Help: "Resources queued because a resource they name changed, by kind and the kind that changed.",
+		}, []string{"kind", "changed_kind"}),
 		lastPoll: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hyperfleet_adapter_last_successful_poll_timestamp_seconds",
 			Help: "Unix time of the last poll that completed.",
 		}),
 	}
-	r.MustRegister(m.reconciles, m.reconcileSeconds, m.apiRequests, m.externalRequests, m.polls, m.lastPoll,
+	r.MustRegister(m.reconciles, m.reconcileSeconds, m.apiRequests, m.externalRequests, m.polls, m.dependents, m.lastPoll,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hyperfleet_adapter_queue_depth",
 			Help: "Keys waiting in the work queue (not counting delayed retries).",

@@ -1,0 +1,246 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+)
+
+// API reads and writes hyperfleet-api for the runtime and for reconcilers, through the client generated from
+// openapi/openapi.yaml: the contract has one client. Every request carries the adapter's bearer token (re-read when
+// its file is rotated) and is counted in the adapter's metrics by operation and status code.
+//
+// Reconcilers get it from Runner.API to read what their resource depends on, e.g. the applier reads the cluster's
+// VersionStream and the version resolver's report on it.
+type API struct {
+	client *api.ClientWithResponses
+	token  *tokenFile // nil: no authentication
+}
+
+// ErrNotFound matches (errors.Is) an *APIError with status 404, and the error of a look-up by name that found
+// nothing.
+var ErrNotFound = errors.New("not found")
+
+// APIError is an answer from hyperfleet-api other than success.
+type APIError struct {
+	Op     string // "get", "put status", …
+	Status int
+	Code   string // the problem's HYPERFLEET-… code, when it sent one
+	Detail string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("hyperfleet-api %s: %d %s %s", e.Op, e.Status, e.Code, e.Detail)
+}
+
+// Is makes errors.Is(err, ErrNotFound) true for a 404.
+func (e *APIError) Is(target error) bool {
+	return target == ErrNotFound && e.Status == http.StatusNotFound
+}
+
+// statusStale is the problem code of a report older than the stored one.
+const statusStale = "HYPERFLEET-STS-001"
+
+func isStale(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == http.StatusConflict && e.Code == statusStale
+}
+
+// retryable reports whether an API failure may succeed if tried again: the network, timeouts, 408, 429, 5xx.
+func retryable(err error) bool {
+	var e *APIError
+	if !errors.As(err, &e) {
+		return true
+	}
+	return e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests || e.Status >= 500
+}
+
+// newAPI returns the API at server (e.g. http://localhost:8000; a trailing base path is tolerated) over base.
+func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics) (*API, error) {
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &apiTransport{base: base, token: token, metrics: m}}
+	client, err := api.NewClientWithResponses(apiServer(server), api.WithHTTPClient(hc))
+	if err != nil {
+		return nil, fmt.Errorf("hyperfleet-api client: %w", err)
+	}
+	return &API{client: client, token: token}, nil
+}
+
+// apiServer returns the server URL the generated client takes: the API's address without the base path, which
+// the document's paths include.
+func apiServer(url string) string {
+	return strings.TrimSuffix(strings.TrimRight(url, "/"), basePath)
+}
+
+// Generated returns the generated client, for reads the helpers below do not cover. Its requests are
+// authenticated and counted like the runtime's own (under the operation "other").
+func (a *API) Generated() *api.ClientWithResponses { return a.client }
+
+// Get returns one resource of kind, without its reports; errors.Is(err, ErrNotFound) when it does not exist.
+// parentID is the parent's id for a child kind and empty for a root kind.
+func (a *API) Get(ctx context.Context, kind *Kind, parentID, id string) (*Object, error) {
+	ref, err := parseRef(kind, parentID, id)
+	if err != nil {
+		return nil, err
+	}
+	return kind.ops.get(withOp(ctx, "get"), a.client, ref)
+}
+
+// FindByName returns the live resource of kind with the given name (under parentID for a child kind);
+// errors.Is(err, ErrNotFound) when there is none.
+func (a *API) FindByName(ctx context.Context, kind *Kind, parentID, name string) (*Object, error) {
+	if !conditions.ValidAdapterName(name) { // resource names are DNS labels too; anything else cannot match
+		return nil, fmt.Errorf("%s %q: %w", kind.Name, name, ErrNotFound)
+	}
+	items, err := kind.ops.list(withOp(ctx, "find"), a.client, parentID, listQuery{search: "name = '" + name + "'", size: 1, fields: "id,owner_references"})
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("%s %q: %w", kind.Name, name, ErrNotFound)
+	}
+	return a.Get(ctx, kind, items[0].ParentID, items[0].ID)
+}
+
+// Report returns adapter's stored report about a resource of kind, or nil if it has not reported; the error
+// matches ErrNotFound when the resource does not exist.
+func (a *API) Report(ctx context.Context, kind *Kind, parentID, id, adapter string) (*Report, error) {
+	st, err := a.status(withOp(ctx, "get report"), kind, parentID, id, adapter)
+	if st == nil || err != nil {
+		return nil, err
+	}
+	return reportOf(st), nil
+}
+
+// status returns the stored report of adapter about the resource, or nil.
+func (a *API) status(ctx context.Context, kind *Kind, parentID, id, adapter string) (*api.AdapterStatus, error) {
+	ref, err := parseRef(kind, parentID, id)
+	if err != nil {
+		return nil, err
+	}
+	all, err := kind.ops.statuses(ctx, a.client, ref)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		// Generation 0 is the API's placeholder for a required adapter that has not reported.
+		if all[i].Adapter == adapter && all[i].ObservedGeneration > 0 {
+			return &all[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func reportOf(st *api.AdapterStatus) *Report {
+	r := &Report{ObservedGeneration: st.ObservedGeneration, ObservedTime: st.ObservedTime, Data: st.Data}
+	r.Conditions = conditionsOf(st.Conditions)
+	return r
+}
+
+func conditionsOf(in []api.Condition) []conditions.Condition {
+	out := make([]conditions.Condition, len(in))
+	for i, c := range in {
+		out[i] = conditions.Condition{Type: c.Type, Status: conditions.Status(c.Status), Reason: deref(c.Reason), Message: deref(c.Message),
+			ObservedGeneration: deref(c.ObservedGeneration), LastTransitionTime: deref(c.LastTransitionTime), LastUpdatedTime: deref(c.LastUpdatedTime)}
+	}
+	return out
+}
+
+// ref is a resource's ids as the generated client takes them.
+type ref struct{ parent, id uuid.UUID }
+
+func parseRef(kind *Kind, parentID, id string) (ref, error) {
+	var r ref
+	var err error
+	if r.id, err = uuid.Parse(id); err != nil {
+		return r, fmt.Errorf("%s id %q: %w", kind.Name, id, ErrNotFound)
+	}
+	if kind.Parent != nil {
+		if r.parent, err = uuid.Parse(parentID); err != nil {
+			return r, fmt.Errorf("%s parent id %q: %w", kind.Name, parentID, ErrNotFound)
+		}
+	}
+	return r, nil
+}
+
+// sendFailed is the error of a request that got no answer.
+func sendFailed(ctx context.Context, err error) error {
+	return fmt.Errorf("hyperfleet-api %s: %w", opOf(ctx), err)
+}
+
+// check turns a generated client's answer into an *APIError unless it is a success.
+func check(ctx context.Context, resp *http.Response, body []byte) error {
+	if resp.StatusCode < 300 {
+		return nil
+	}
+	e := &APIError{Op: opOf(ctx), Status: resp.StatusCode}
+	var p api.Problem
+	if json.Unmarshal(body, &p) == nil {
+		e.Code, e.Detail = p.Code, deref(p.Detail)
+	}
+	return e
+}
+
+type opKey struct{}
+
+// withOp names the operation of the requests made with ctx, for the metrics and errors.
+func withOp(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opKey{}, op)
+}
+
+func opOf(ctx context.Context) string {
+	if op, ok := ctx.Value(opKey{}).(string); ok {
+		return op
+	}
+	return "other"
+}
+
+// apiTransport authenticates, counts and logs every request to the API.
+type apiTransport struct {
+	base    http.RoundTripper
+	token   *tokenFile
+	metrics *metrics
+}
+
+func (t *apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := opOf(req.Context())
+	// A RoundTripper must not change the caller's request.
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", "application/json")
+	if t.token != nil {
+		tok, err := t.token.Token()
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		t.metrics.apiRequests.WithLabelValues(op, "error").Inc()
+		return nil, err
+	}
+	t.metrics.apiRequests.WithLabelValues(op, strconv.Itoa(resp.StatusCode)).Inc()
+	if resp.StatusCode == http.StatusUnauthorized && t.token != nil {
+		t.token.invalidate() // a rotated token may be on disk already
+	}
+	return resp, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func ptr[T any](v T) *T { return &v }

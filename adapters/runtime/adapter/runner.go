@@ -1,0 +1,429 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+)
+
+// Controller is one kind an adapter reconciles: the kind, its reconciler, and the other kinds whose changes
+// re-queue it. A runner serves one or more controllers with one queue, one set of workers and one ops listener.
+type Controller struct {
+	Kind       *Kind
+	Reconciler Reconciler
+	// Dependents re-queue resources of Kind when a resource they name changes (see Dependents).
+	Dependents []Dependents
+}
+
+// Runner runs one adapter: its sources, the queue, the workers and the ops endpoints.
+type Runner struct {
+	cfg      Config
+	log      *slog.Logger
+	clock    clock.WithTicker
+	api      *API
+	queue    *workQueue
+	metrics  *metrics
+	registry *prometheus.Registry
+	ops      net.Listener
+	started  time.Time
+
+	lastPoll atomic.Int64 // unix nanoseconds of the last poll that succeeded for every source; 0 before the first
+	stopping atomic.Bool
+}
+
+// New checks cfg, reads the token file and binds the ops listener; Run starts the work. log should carry no
+// attributes of its own: the runner adds the adapter, and the kind of each reconcile.
+func New(cfg Config, log *slog.Logger) (*Runner, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Replica == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("no --replica given and no host name to use instead: %w", err)
+		}
+		cfg.Replica = host
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
+	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
+	r.metrics = newMetrics(r.registry, cfg.Adapter, func() float64 { return float64(r.queue.Len()) })
+	var token *tokenFile
+	if cfg.TokenFile != "" {
+		var err error
+		if token, err = newTokenFile(cfg.TokenFile); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics); err != nil {
+		return nil, err
+	}
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", cfg.OpsBindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("ops listener: %w", err)
+	}
+	r.ops = ln
+	return r, nil
+}
+
+// OpsAddr is the address /healthz, /readyz and /metrics are served on.
+func (r *Runner) OpsAddr() string { return r.ops.Addr().String() }
+
+// API is the authenticated, counted reader of hyperfleet-api that reconcilers use to read what they depend on.
+func (r *Runner) API() *API { return r.api }
+
+// ExternalTransport wraps base (nil: http.DefaultTransport) so that calls to the external system are counted in
+// the adapter's metrics and logged at debug level. Build the reconciler's external clients with it.
+func (r *Runner) ExternalTransport(system string, base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &externalTransport{system: system, base: base, metrics: r.metrics, log: r.log}
+}
+
+// Run works until ctx ends, then stops its sources, lets in-flight reconciles finish within the drain timeout and
+// returns nil. It returns an error only when it cannot start: no controller, a controller without a kind or a
+// reconciler, two controllers of one kind, or replicas configured with different shard counts.
+func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
+	byKind, err := checkControllers(controllers)
+	if err != nil {
+		_ = r.ops.Close()
+		return err
+	}
+	r.started = r.clock.Now()
+	for _, c := range controllers {
+		if err := r.checkShards(ctx, c.Kind); err != nil {
+			_ = r.ops.Close()
+			return err
+		}
+	}
+	opsSrv := &http.Server{Handler: r.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := opsSrv.Serve(r.ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Error("ops server stopped", slog.Any("error", err))
+		}
+	}()
+	sources := make([]source, 0, len(controllers))
+	kinds := make([]string, 0, len(controllers))
+	for _, c := range controllers {
+		kinds = append(kinds, c.Kind.Plural)
+		sources = append(sources, &pendingSource{r: r, kind: c.Kind})
+		for _, dep := range c.Dependents {
+			sources = append(sources, newDependentsSource(r, c.Kind, dep))
+		}
+	}
+	r.log.Info("adapter started", slog.String("api", r.cfg.APIURL), slog.Any("kinds", kinds), slog.Int("workers", r.cfg.Workers),
+		slog.Int("shard_index", r.cfg.ShardIndex), slog.Int("shard_count", r.cfg.ShardCount),
+		slog.Duration("poll_interval", r.cfg.PollInterval), slog.Duration("resync_after", r.cfg.ResyncAfter),
+		slog.String("ops", r.OpsAddr()))
+
+	// Reconciles run on their own context: SIGTERM stops new work at once but cancels running work only when the
+	// drain deadline passes.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var workers sync.WaitGroup
+	for range r.cfg.Workers {
+		workers.Go(func() { r.work(workCtx, byKind) })
+	}
+	r.pollLoop(ctx, sources)
+
+	r.stopping.Store(true)
+	r.log.Info("draining", slog.Duration("deadline", r.cfg.DrainTimeout))
+	r.queue.ShutDown()
+	drained := make(chan struct{})
+	go func() { workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-r.clock.After(r.cfg.DrainTimeout):
+		r.log.Warn("drain deadline passed: cancelling in-flight reconciles")
+		cancelWork()
+		<-drained
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := opsSrv.Shutdown(shutdownCtx); err != nil {
+		r.log.Warn("ops server did not shut down cleanly", slog.Any("error", err))
+	}
+	r.log.Info("adapter stopped")
+	return nil
+}
+
+func checkControllers(controllers []Controller) (map[string]Controller, error) {
+	if len(controllers) == 0 {
+		return nil, errors.New("adapter: no controller to run")
+	}
+	byKind := make(map[string]Controller, len(controllers))
+	for _, c := range controllers {
+		switch {
+		case c.Kind == nil || c.Kind.Plural == "":
+			return nil, errors.New("adapter: a controller has no kind")
+		case c.Reconciler == nil:
+			return nil, fmt.Errorf("adapter: the %s controller has no reconciler", c.Kind.Name)
+		}
+		if _, dup := byKind[c.Kind.Plural]; dup {
+			return nil, fmt.Errorf("adapter: two controllers for %s", c.Kind.Name)
+		}
+		for _, dep := range c.Dependents {
+			if err := dep.check(); err != nil {
+				return nil, fmt.Errorf("adapter: the %s controller: %w", c.Kind.Name, err)
+			}
+		}
+		byKind[c.Kind.Plural] = c
+	}
+	return byKind, nil
+}
+
+// source finds keys that need a reconcile and offers them to the queue; the poll loop runs each in turn.
+type source interface {
+	// poll looks once; an error means it could not look at all (it has logged why).
+	poll(ctx context.Context) error
+}
+
+// pollLoop runs every source at once and then every interval until ctx ends.
+func (r *Runner) pollLoop(ctx context.Context, sources []source) {
+	ticker := r.clock.NewTicker(r.cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		failed := false
+		for _, s := range sources {
+			if err := s.poll(ctx); err != nil {
+				failed = true
+			}
+		}
+		if !failed {
+			now := r.clock.Now()
+			r.lastPoll.Store(now.UnixNano())
+			r.metrics.lastPoll.Set(float64(now.Unix()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// pendingSource pages through the pending resources of one kind in this replica's shard and offers their keys to
+// the queue. Pages go by id (keyset), so resources that stop being pending while it pages do not make it skip
+// others.
+type pendingSource struct {
+	r    *Runner
+	kind *Kind
+}
+
+func (s *pendingSource) poll(ctx context.Context) error {
+	r := s.r
+	added, seen, after := 0, 0, ""
+	for {
+		q := listQuery{pendingFor: r.cfg.Adapter, resyncAfter: r.cfg.ResyncAfter, includeDeleted: true,
+			fields: "id,generation,owner_references", size: r.cfg.PageSize, order: "id"}
+		if after != "" {
+			q.search = "id > '" + after + "'"
+		}
+		items, err := s.kind.ops.list(withOp(ctx, "list pending"), r.api.client, "", q)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.metrics.polls.WithLabelValues(s.kind.Name, "error").Inc()
+				r.log.Warn("poll failed", slog.String("kind", s.kind.Name), slog.Any("error", err))
+			}
+			return err
+		}
+		for _, it := range items {
+			if shardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+				continue
+			}
+			seen++
+			if r.queue.offer(it.Key, it.Generation) {
+				added++
+			}
+		}
+		if len(items) < r.cfg.PageSize {
+			break
+		}
+		after = items[len(items)-1].ID
+	}
+	r.metrics.polls.WithLabelValues(s.kind.Name, "success").Inc()
+	if added > 0 {
+		r.log.Debug("poll", slog.String("kind", s.kind.Name), slog.Int("pending", seen), slog.Int("queued", added))
+	}
+	return nil
+}
+
+func (r *Runner) work(ctx context.Context, byKind map[string]Controller) {
+	for {
+		key, shutdown := r.queue.Get()
+		if shutdown {
+			return
+		}
+		if !r.stopping.Load() {
+			r.queue.started(key)
+			c := byKind[key.Kind]
+			r.process(ctx, c.Kind, c.Reconciler, key)
+			r.queue.finished(key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// Results of one reconcile, as counted in metrics.
+const (
+	resultSuccess   = "success"
+	resultTransient = "transient_error"
+	resultTerminal  = "terminal_error"
+	resultPanic     = "panic"
+	resultGone      = "gone"
+	resultNoReport  = "not_reported"
+	resultStale     = "stale" // the API already holds a newer report: this one was dropped
+)
+
+// process reconciles one key: fresh fetch, Reconcile or Finalize, one status post, and the next schedule.
+func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Key) {
+	start := r.clock.Now()
+	log := r.log.With(slog.String("kind", kind.Name), slog.String("id", key.ID))
+	obj, err := r.fetch(ctx, kind, key)
+	if err != nil {
+		r.apiFailed(log, kind, key, 0, "fetch", err)
+		return
+	}
+	r.queue.fetched(key, obj.Generation)
+	log = log.With(slog.Int64("generation", obj.Generation))
+	finalizing := obj.DeletedTime != nil
+	out, recErr := r.call(ctx, rec, obj, finalizing)
+	report := buildReport(r.cfg.Adapter, obj, out, recErr, finalizing, r.clock.Now(),
+		map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount})
+	report, invalid := checked(report, r.clock.Now())
+	if invalid != nil {
+		log.Error("the reconciler's outcome makes a report the API refuses; reporting that instead", slog.Any("error", invalid))
+		if recErr == nil {
+			recErr = Transient(conditions.ReasonInvalidReport, invalid)
+		}
+	}
+	if err := r.putStatus(ctx, kind, key, report); err != nil {
+		if isStale(err) {
+			// A newer generation was reported on already (or is being); the next poll brings it if needed.
+			log.Debug("report was stale; dropped")
+			r.metrics.reconciles.WithLabelValues(kind.Name, resultStale).Inc()
+			r.queue.settle(key)
+			return
+		}
+		r.apiFailed(log, kind, key, obj.Generation, "post status", err)
+		return
+	}
+	r.metrics.reconcileSeconds.WithLabelValues(kind.Name).Observe(r.clock.Since(start).Seconds())
+	result := resultSuccess
+	switch {
+	case recErr == nil:
+		r.queue.settle(key)
+		if out.RequeueAfter > 0 {
+			r.queue.schedule(key, out.RequeueAfter, obj.Generation)
+		}
+	case errors.Is(recErr, ErrTerminal):
+		result = resultTerminal
+		r.queue.settle(key) // retrying cannot help: wait for a new generation
+	default:
+		result = resultTransient
+		if errorReason(recErr) == conditions.ReasonReconcilerPanic {
+			result = resultPanic
+		}
+		delay := r.queue.backoff(key)
+		if out.RequeueAfter > 0 {
+			delay = out.RequeueAfter
+		}
+		r.queue.schedule(key, delay, obj.Generation)
+	}
+	r.metrics.reconciles.WithLabelValues(kind.Name, result).Inc()
+	level := slog.LevelDebug
+	if recErr != nil {
+		level = slog.LevelWarn
+	} else if changed(obj.LastReport, report.Conditions) {
+		level = slog.LevelInfo
+	}
+	attrs := []slog.Attr{slog.String("result", result), slog.Bool("finalizing", finalizing), slog.Duration("duration", r.clock.Since(start))}
+	for _, c := range report.Conditions {
+		attrs = append(attrs, slog.String(c.Type, string(c.Status)+"/"+deref(c.Reason)))
+	}
+	if recErr != nil {
+		attrs = append(attrs, slog.Any("error", recErr))
+	}
+	log.LogAttrs(ctx, level, "reconciled", attrs...)
+}
+
+// fetch reads the resource, its parent and the adapter's last report.
+func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key) (*Object, error) {
+	obj, err := r.api.Get(ctx, kind, key.ParentID, key.ID)
+	if err != nil {
+		return nil, err
+	}
+	if kind.Parent != nil {
+		if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
+			return nil, err
+		}
+	}
+	if obj.LastReport, err = r.api.Report(ctx, kind, key.ParentID, key.ID, r.cfg.Adapter); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// putStatus stores the adapter's report (PUT is idempotent, so a retry after a lost answer is harmless).
+func (r *Runner) putStatus(ctx context.Context, kind *Kind, key Key, report api.AdapterStatusReport) error {
+	ref, err := parseRef(kind, key.ParentID, key.ID)
+	if err != nil {
+		return err
+	}
+	return kind.ops.putStatus(withOp(ctx, "put status"), r.api.client, ref, report)
+}
+
+// apiFailed handles a failed API call of a reconcile: a resource that is gone is forgotten, anything else is
+// retried with backoff (a 401/403 may heal when the token file is rotated).
+func (r *Runner) apiFailed(log *slog.Logger, kind *Kind, key Key, generation int64, what string, err error) {
+	if errors.Is(err, ErrNotFound) {
+		r.queue.settle(key)
+		r.metrics.reconciles.WithLabelValues(kind.Name, resultGone).Inc()
+		log.Debug("resource is gone", slog.String("during", what))
+		return
+	}
+	r.metrics.reconciles.WithLabelValues(kind.Name, resultNoReport).Inc()
+	level := slog.LevelWarn
+	if !retryable(err) {
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level, "API call failed; will retry", slog.String("during", what), slog.Any("error", err))
+	r.queue.retry(key, generation)
+}
+
+// call runs Reconcile or Finalize under the reconcile timeout and turns a panic into a transient error.
+func (r *Runner) call(ctx context.Context, rec Reconciler, obj *Object, finalizing bool) (out Outcome, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReconcileTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("reconciler panicked", slog.String("kind", obj.Kind), slog.String("id", obj.ID), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			out, err = Outcome{}, Transient(conditions.ReasonReconcilerPanic, fmt.Errorf("reconciler panicked: %v", p))
+		}
+	}()
+	if finalizing {
+		return rec.Finalize(ctx, obj)
+	}
+	return rec.Reconcile(ctx, obj)
+}
