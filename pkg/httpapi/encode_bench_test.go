@@ -37,7 +37,11 @@ func BenchmarkEncodeListPage(b *testing.B) {
 	for b.Loop() {
 		out := listJSON{Kind: "ClusterList", Page: 1, Size: 100, Total: 10000, Items: make([]any, len(items))}
 		for i := range items {
-			out.Items[i] = k.present(&items[i])
+			item, err := k.present(&items[i])
+			if err != nil {
+				b.Fatal(err)
+			}
+			out.Items[i] = item
 		}
 		if err := json.NewEncoder(io.Discard).Encode(out); err != nil {
 			b.Fatal(err)

@@ -54,9 +54,8 @@ type ownerJSON struct {
 }
 
 type statusJSON struct {
-	Phase conditions.Phase `json:"phase"`
-	// Conditions is the stored JSON when a list read it so (json.RawMessage), else []conditions.Condition.
-	Conditions any `json:"conditions"`
+	Phase      conditions.Phase `json:"phase"`
+	Conditions json.RawMessage  `json:"conditions"`
 }
 
 type listJSON struct {
@@ -67,30 +66,40 @@ type listJSON struct {
 	Items []any  `json:"items"`
 }
 
-func (k *kindHandler) present(r *resource.Resource) resourceJSON {
+// present returns the wire form of r. A list hands over the stored conditions as they are; a write's typed
+// conditions are encoded here.
+func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
 	out := resourceJSON{
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
-		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase},
+		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
 	}
-	switch {
-	case r.Status.RawConditions != nil:
-		out.Status.Conditions = r.Status.RawConditions
-	case r.Status.Conditions != nil:
-		out.Status.Conditions = r.Status.Conditions
-	default:
-		out.Status.Conditions = []conditions.Condition{}
+	if out.Status.Conditions == nil {
+		conds := r.Status.Conditions
+		if conds == nil {
+			conds = []conditions.Condition{}
+		}
+		raw, err := json.Marshal(conds)
+		if err != nil {
+			return out, fmt.Errorf("encode the conditions of %s %s: %w", r.Kind, r.ID, err)
+		}
+		out.Status.Conditions = raw
 	}
 	if k.d.Parent != nil {
 		out.OwnerReferences = &ownerJSON{ID: r.ParentID, Kind: k.d.Parent.Kind, Href: BasePath + k.d.Parent.Path("", r.ParentID)}
 	}
-	return out
+	return out, nil
 }
 
 func (k *kindHandler) writeResource(w http.ResponseWriter, r *http.Request, status int, res *resource.Resource) {
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.Generation, 10)))
-	k.s.respond(w, r, status, k.present(res))
+	out, err := k.present(res)
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
+	k.s.respond(w, r, status, out)
 }
 
 func (k *kindHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -111,7 +120,11 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := listJSON{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size, Total: page.Total, Items: make([]any, len(page.Items))}
 	for i := range page.Items {
-		item := k.present(&page.Items[i])
+		item, err := k.present(&page.Items[i])
+		if err != nil {
+			k.fail(w, r, err)
+			return
+		}
 		if fields == nil {
 			out.Items[i] = item
 			continue
