@@ -8,33 +8,39 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Dependents makes a change in a resource of another kind re-queue the resources that name it, the way a
-// Kubernetes controller watches a secondary kind: when Adapter's report on a resource of Kind changes the value
-// of any of DataKeys, every live resource of the controller's kind whose spec field Field holds that resource's
-// name is queued within one poll interval, whatever it was scheduled for. The applier uses it so that a
-// VersionStream re-resolved to a new release image rolls its clusters at once rather than at their next re-check.
+// Kubernetes controller watches a secondary kind: when a resource of Kind changes, every live resource of the
+// controller's kind whose spec field Field holds that resource's name is queued within one poll interval, whatever it
+// was scheduled for. What counts as a change is either
+//   - with Adapter set: Adapter's report on the referenced resource changing the value of any of DataKeys. The
+//     applier follows version-resolver's release_image so that a re-resolved VersionStream rolls its clusters at
+//     once rather than at their next re-check; or
+//   - without Adapter: the referenced resource's spec changing (its generation), e.g. a cluster's UpgradeSchedule.
 //
-// Finding the change costs one list of Kind per poll interval: a report that changes its data also changes the
-// referenced resource's aggregated condition for Adapter (the API mirrors the report's Available condition, and
-// an adapter whose data others follow names what it holds in that condition's message, as the version resolver
-// names the version), so only resources whose aggregate moved have their report read. The resources that name a
-// changed one are found by a search on the API (`spec.<Field> = '<name>'`).
+// Finding the change costs one list of Kind per poll interval. With Adapter set, only resources whose aggregated
+// condition for Adapter moved have their report read: the API mirrors the report's Available condition there, and an
+// adapter whose data others follow names what it holds in that condition's message (as the version resolver names
+// the version). The resources that name a changed one are found by a search on the API
+// (`spec.<Field> = '<name>'`).
 //
 // Changes are seen from the first poll on: the first look at a resource only learns its state, because the
 // controller's own poll and re-check (Config.ResyncAfter) cover what changed while the adapter was not running.
+// What the source has seen is what Runner.Referenced answers, so reconcilers need not read it again.
 type Dependents struct {
 	// Kind is the referenced kind, e.g. VersionStreams().
 	Kind *Kind
 	// Field is the top-level spec field of the controller's kind that names a resource of Kind, e.g.
 	// "version_stream".
 	Field string
-	// Adapter is the adapter whose report on the referenced resource matters, e.g. "version-resolver".
+	// Adapter is the adapter whose report on the referenced resource matters, e.g. "version-resolver"; empty to
+	// follow the referenced resource's spec instead.
 	Adapter string
-	// DataKeys are the keys of that report's data whose values matter, e.g. "release_image".
+	// DataKeys are the keys of that report's data whose values matter, e.g. "release_image"; required with Adapter.
 	DataKeys []string
 }
 
@@ -48,40 +54,70 @@ func (d Dependents) check() error {
 		return fmt.Errorf("dependents of %s: only root kinds are named by spec fields", d.Kind.Name)
 	case !specField.MatchString(d.Field):
 		return fmt.Errorf("dependents of %s: field %q is not a top-level spec field", d.Kind.Name, d.Field)
-	case !conditions.ValidAdapterName(d.Adapter):
+	case d.Adapter != "" && !conditions.ValidAdapterName(d.Adapter):
 		return fmt.Errorf("dependents of %s: adapter %q is not an adapter name", d.Kind.Name, d.Adapter)
-	case len(d.DataKeys) == 0:
-		return fmt.Errorf("dependents of %s: no data keys to follow", d.Kind.Name)
+	case d.Adapter != "" && len(d.DataKeys) == 0:
+		return fmt.Errorf("dependents of %s: no data keys to follow of %s's report", d.Kind.Name, d.Adapter)
+	case d.Adapter == "" && len(d.DataKeys) > 0:
+		return fmt.Errorf("dependents of %s: data keys need the adapter whose report holds them", d.Kind.Name)
 	}
 	return nil
 }
 
-// dependentsSource is the poll-driven source of one Dependents of one controller.
+// dependentsSource is the poll-driven source of one Dependents of one controller, and the cache of what it saw.
 type dependentsSource struct {
 	r       *Runner
 	primary *Kind
 	dep     Dependents
-	// seen holds, per referenced resource id, what the last poll saw of it.
-	seen map[string]referenced
+
+	mu sync.Mutex
+	// seen holds, per referenced resource id, what the last poll saw of it; byName finds it by name.
+	seen   map[string]*referenced
+	byName map[string]*referenced
 }
 
 // referenced is what the source remembers of a referenced resource.
 type referenced struct {
-	aggregate string // a fingerprint of its aggregated condition for the adapter (and its generation)
-	data      string // the followed data keys of the adapter's report, as JSON
+	Reference
+	fingerprint string // what must move before the followed values are looked at again
+	followed    string // the followed values as comparable text
+}
+
+// Reference is a referenced resource as the runtime's Dependents source last saw it.
+type Reference struct {
+	ID         string
+	Name       string
+	Generation int64
+	Spec       map[string]any
+	// Data holds the followed keys of the followed adapter's report (nil without Dependents.Adapter, or before
+	// its first report).
+	Data map[string]any
 }
 
 func newDependentsSource(r *Runner, primary *Kind, dep Dependents) *dependentsSource {
-	return &dependentsSource{r: r, primary: primary, dep: dep, seen: map[string]referenced{}}
+	return &dependentsSource{r: r, primary: primary, dep: dep, seen: map[string]*referenced{}, byName: map[string]*referenced{}}
+}
+
+// lookup returns the reference named name, if the source has seen it.
+func (s *dependentsSource) lookup(name string) (Reference, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref, ok := s.byName[name]
+	if !ok {
+		return Reference{}, false
+	}
+	return ref.Reference, true
 }
 
 func (s *dependentsSource) poll(ctx context.Context) error {
 	r := s.r
+	s.mu.Lock()
 	first := len(s.seen) == 0
-	present := make(map[string]bool, len(s.seen))
+	s.mu.Unlock()
+	present := map[string]bool{}
 	queued, after := 0, ""
 	for {
-		q := listQuery{fields: "id,name,generation,status", size: r.cfg.PageSize, order: "id"}
+		q := listQuery{fields: "id,name,generation,status,spec", size: r.cfg.PageSize, order: "id"}
 		if after != "" {
 			q.search = "id > '" + after + "'"
 		}
@@ -89,9 +125,9 @@ func (s *dependentsSource) poll(ctx context.Context) error {
 		if err != nil {
 			return s.failed(ctx, err)
 		}
-		for _, it := range items {
-			present[it.ID] = true
-			n, err := s.look(ctx, it)
+		for i := range items {
+			present[items[i].ID] = true
+			n, err := s.look(ctx, &items[i])
 			if err != nil {
 				return s.failed(ctx, err)
 			}
@@ -102,14 +138,20 @@ func (s *dependentsSource) poll(ctx context.Context) error {
 		}
 		after = items[len(items)-1].ID
 	}
-	for id := range s.seen {
+	s.mu.Lock()
+	for id, ref := range s.seen {
 		if !present[id] {
 			delete(s.seen, id)
+			if s.byName[ref.Name] == ref {
+				delete(s.byName, ref.Name)
+			}
 		}
 	}
+	known := len(s.seen)
+	s.mu.Unlock()
 	if queued > 0 || first {
 		r.log.Debug("dependents", slog.String("kind", s.primary.Name), slog.String("changed_kind", s.dep.Kind.Name),
-			slog.Int("referenced", len(s.seen)), slog.Int("queued", queued))
+			slog.Int("referenced", known), slog.Int("queued", queued))
 	}
 	return nil
 }
@@ -122,24 +164,41 @@ func (s *dependentsSource) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// look compares one referenced resource with what the last poll saw and queues its dependents when the followed
-// data changed; it returns how many it queued.
-func (s *dependentsSource) look(ctx context.Context, it listItem) (int, error) {
-	agg := aggregateFingerprint(it, s.dep.Adapter)
+// look compares one referenced resource with what the last poll saw and queues its dependents when what is
+// followed changed; it returns how many it queued.
+func (s *dependentsSource) look(ctx context.Context, it *listItem) (int, error) {
+	fingerprint := strconv.FormatInt(it.Generation, 10)
+	if s.dep.Adapter != "" {
+		fingerprint = aggregateFingerprint(it, s.dep.Adapter)
+	}
+	s.mu.Lock()
 	prev, known := s.seen[it.ID]
-	if known && prev.aggregate == agg {
+	s.mu.Unlock()
+	if known && prev.fingerprint == fingerprint {
 		return 0, nil
 	}
-	rep, err := s.r.api.Report(ctx, s.dep.Kind, "", it.ID, s.dep.Adapter)
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return 0, nil // removed since the list: the next poll forgets it
+	ref := &referenced{Reference: Reference{ID: it.ID, Name: it.Name, Generation: it.Generation, Spec: it.Spec}, fingerprint: fingerprint}
+	if s.dep.Adapter == "" {
+		ref.followed = fingerprint
+	} else {
+		rep, err := s.r.api.Report(ctx, s.dep.Kind, "", it.ID, s.dep.Adapter)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return 0, nil // removed since the list: the next poll forgets it
+			}
+			return 0, err
 		}
-		return 0, err
+		ref.Data = followedData(rep, s.dep.DataKeys)
+		ref.followed = fmt.Sprintf("%#v", ref.Data) // fmt prints maps with sorted keys: equal data, equal text
 	}
-	data := followed(rep, s.dep.DataKeys)
-	s.seen[it.ID] = referenced{aggregate: agg, data: data}
-	if !known || prev.data == data {
+	// The cache is updated before the dependents are woken, so that their reconciles read the new values.
+	s.mu.Lock()
+	if known && s.byName[prev.Name] == prev {
+		delete(s.byName, prev.Name)
+	}
+	s.seen[it.ID], s.byName[it.Name] = ref, ref
+	s.mu.Unlock()
+	if !known || prev.followed == ref.followed {
 		return 0, nil
 	}
 	return s.queueDependents(ctx, it.Name)
@@ -181,21 +240,20 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 
 // aggregateFingerprint is what changes on a referenced resource when adapter's report on it changes: the
 // aggregated condition that mirrors the report's Available, and the generation.
-func aggregateFingerprint(it listItem, adapter string) string {
+func aggregateFingerprint(it *listItem, adapter string) string {
 	c, _ := conditions.Find(it.Conditions, conditions.AdapterAvailable(adapter))
 	return strings.Join([]string{strconv.FormatInt(it.Generation, 10), string(c.Status), c.Reason, c.Message,
 		strconv.FormatInt(c.ObservedGeneration, 10)}, "\x00")
 }
 
-// followed returns the followed keys of a report's data as comparable text, "" without a report. fmt prints maps
-// with sorted keys, so equal values give equal text.
-func followed(rep *Report, keys []string) string {
+// followedData returns the followed keys of a report's data; nil without a report.
+func followedData(rep *Report, keys []string) map[string]any {
 	if rep == nil {
-		return ""
+		return nil
 	}
 	values := make(map[string]any, len(keys))
 	for _, k := range keys {
 		values[k] = rep.Data[k]
 	}
-	return fmt.Sprintf("%#v", values)
+	return values
 }

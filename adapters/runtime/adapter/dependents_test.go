@@ -21,7 +21,9 @@ func TestDependentsCheck(t *testing.T) {
 		{name: "nested field", mutate: func(d *Dependents) { d.Field = "hosted_cluster.release" }, want: "top-level spec field"},
 		{name: "quote in field", mutate: func(d *Dependents) { d.Field = "x'" }, want: "top-level spec field"},
 		{name: "bad adapter", mutate: func(d *Dependents) { d.Adapter = "Version Resolver" }, want: "not an adapter name"},
-		{name: "no data keys", mutate: func(d *Dependents) { d.DataKeys = nil }, want: "no data keys"},
+		{name: "adapter without data keys", mutate: func(d *Dependents) { d.DataKeys = nil }, want: "no data keys"},
+		{name: "following the spec", mutate: func(d *Dependents) { d.Adapter, d.DataKeys = "", nil }},
+		{name: "data keys without an adapter", mutate: func(d *Dependents) { d.Adapter = "" }, want: "need the adapter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,19 +71,19 @@ func TestAggregateFingerprint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := aggregateFingerprint(tt.item, "version-resolver") == aggregateFingerprint(base, "version-resolver")
+			got := aggregateFingerprint(&tt.item, "version-resolver") == aggregateFingerprint(&base, "version-resolver")
 			require.Equal(t, tt.same, got)
 		})
 	}
 }
 
-func TestFollowed(t *testing.T) {
+func TestFollowedData(t *testing.T) {
 	keys := []string{"release_image"}
 	a := &Report{Data: map[string]any{"release_image": "quay.io/x:4.16.2", "resolved_time": "t1"}}
 	b := &Report{Data: map[string]any{"release_image": "quay.io/x:4.16.2", "resolved_time": "t2"}}
 	c := &Report{Data: map[string]any{"release_image": "quay.io/x:4.16.3"}}
-	require.Equal(t, followed(a, keys), followed(b, keys), "keys that are not followed do not matter")
-	require.NotEqual(t, followed(a, keys), followed(c, keys))
-	require.NotEqual(t, followed(nil, keys), followed(a, keys), "a first report is a change")
-	require.NotEqual(t, followed(&Report{}, keys), followed(a, keys))
+	require.Equal(t, followedData(a, keys), followedData(b, keys), "keys that are not followed do not matter")
+	require.NotEqual(t, followedData(a, keys), followedData(c, keys))
+	require.Nil(t, followedData(nil, keys), "no report, nothing followed")
+	require.Equal(t, map[string]any{"release_image": nil}, followedData(&Report{}, keys))
 }

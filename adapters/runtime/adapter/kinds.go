@@ -79,6 +79,7 @@ type listItem struct {
 	Generation int64
 	Deleting   bool
 	Conditions []conditions.Condition // the resource's aggregated conditions
+	Spec       map[string]any
 }
 
 // meta is what every kind's resource has, taken from a generated type.
@@ -120,6 +121,9 @@ func sparseItems(kind *Kind, page *api.SparseList) ([]listItem, error) {
 		}
 		if r.Status != nil {
 			it.Conditions = conditionsOf(r.Status.Conditions)
+		}
+		if r.Spec != nil {
+			it.Spec = *r.Spec
 		}
 		out[i] = it
 	}

@@ -36,6 +36,7 @@ type Runner struct {
 	clock    clock.WithTicker
 	api      *API
 	queue    *workQueue
+	reports  *reportCache
 	metrics  *metrics
 	registry *prometheus.Registry
 	ops      net.Listener
@@ -43,6 +44,8 @@ type Runner struct {
 
 	lastPoll atomic.Int64 // unix nanoseconds of the last poll that succeeded for every source; 0 before the first
 	stopping atomic.Bool
+	// dependents are the running Dependents sources; set by Run before any worker starts, read-only after.
+	dependents []*dependentsSource
 }
 
 // New checks cfg, reads the token file and binds the ops listener; Run starts the work. log should carry no
@@ -66,6 +69,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
+	r.reports = newReportCache()
 	r.metrics = newMetrics(r.registry, cfg.Adapter, func() float64 { return float64(r.queue.Len()) })
 	var token *tokenFile
 	if cfg.TokenFile != "" {
@@ -91,6 +95,21 @@ func (r *Runner) OpsAddr() string { return r.ops.Addr().String() }
 
 // API is the authenticated, counted reader of hyperfleet-api that reconcilers use to read what they depend on.
 func (r *Runner) API() *API { return r.api }
+
+// Referenced returns the live resource of kind named name as a Dependents source of this runner last saw it, with
+// the followed report data: at most one poll interval old, and updated before the resources naming it are
+// re-queued, so a reconcile that a change woke sees the change. ok is false when no Dependents follows kind or it
+// has not seen the name yet; read the API then.
+func (r *Runner) Referenced(kind *Kind, name string) (Reference, bool) {
+	for _, d := range r.dependents {
+		if d.dep.Kind.Plural == kind.Plural {
+			if ref, ok := d.lookup(name); ok {
+				return ref, true
+			}
+		}
+	}
+	return Reference{}, false
+}
 
 // ExternalTransport wraps base (nil: http.DefaultTransport) so that calls to the external system are counted in
 // the adapter's metrics and logged at debug level. Build the reconciler's external clients with it.
@@ -129,7 +148,9 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 		kinds = append(kinds, c.Kind.Plural)
 		sources = append(sources, &pendingSource{r: r, kind: c.Kind})
 		for _, dep := range c.Dependents {
-			sources = append(sources, newDependentsSource(r, c.Kind, dep))
+			d := newDependentsSource(r, c.Kind, dep)
+			r.dependents = append(r.dependents, d)
+			sources = append(sources, d)
 		}
 	}
 	r.log.Info("adapter started", slog.String("api", r.cfg.APIURL), slog.Any("kinds", kinds), slog.Int("workers", r.cfg.Workers),
@@ -319,6 +340,7 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 		}
 	}
 	if err := r.putStatus(ctx, kind, key, report); err != nil {
+		r.reports.forget(key)
 		if isStale(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
 			log.Debug("report was stale; dropped")
@@ -329,6 +351,7 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 		r.apiFailed(log, kind, key, obj.Generation, "post status", err)
 		return
 	}
+	r.reports.posted(key, report, r.clock.Now())
 	r.metrics.reconcileSeconds.WithLabelValues(kind.Name).Observe(r.clock.Since(start).Seconds())
 	result := resultSuccess
 	switch {
@@ -368,7 +391,8 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	log.LogAttrs(ctx, level, "reconciled", attrs...)
 }
 
-// fetch reads the resource, its parent and the adapter's last report.
+// fetch reads the resource, its parent and the adapter's last report (from the cache of what this replica posted,
+// when it has it).
 func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key) (*Object, error) {
 	obj, err := r.api.Get(ctx, kind, key.ParentID, key.ID)
 	if err != nil {
@@ -378,6 +402,9 @@ func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key) (*Object, error
 		if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
 			return nil, err
 		}
+	}
+	if obj.LastReport = r.reports.get(key); obj.LastReport != nil {
+		return obj, nil
 	}
 	if obj.LastReport, err = r.api.Report(ctx, kind, key.ParentID, key.ID, r.cfg.Adapter); err != nil {
 		return nil, err
@@ -398,6 +425,7 @@ func (r *Runner) putStatus(ctx context.Context, kind *Kind, key Key, report api.
 // retried with backoff (a 401/403 may heal when the token file is rotated).
 func (r *Runner) apiFailed(log *slog.Logger, kind *Kind, key Key, generation int64, what string, err error) {
 	if errors.Is(err, ErrNotFound) {
+		r.reports.forget(key)
 		r.queue.settle(key)
 		r.metrics.reconciles.WithLabelValues(kind.Name, resultGone).Inc()
 		log.Debug("resource is gone", slog.String("during", what))
