@@ -1,0 +1,125 @@
+// Command hypershift-sim stands in for the HyperShift operator on a cluster that has the HyperShift CRDs but no
+// HyperShift, for development and end-to-end tests: it adds HyperShift's finalizer to HostedClusters, reports
+// each release image as a rollout that completes after --delay (Available, version history, API endpoint,
+// kubeconfig), and lets deleted HostedClusters go after --deletion-delay. Logs are JSON on stderr.
+//
+//	hypershift-sim --kubeconfig ~/.kube/config --namespace clusters --delay 5s
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
+)
+
+type config struct {
+	kubeconfig    string
+	namespace     string
+	delay         time.Duration
+	deletionDelay time.Duration
+	version       string
+	createSecrets bool
+	logLevel      string
+	// stderr receives the JSON logs.
+	stderr io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := command(run).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hypershift-sim:", err)
+		os.Exit(1)
+	}
+}
+
+// command parses the flags into a config and hands it to runFn.
+func command(runFn func(context.Context, config) error) *cobra.Command {
+	cfg := config{
+		delay:         hypershiftsim.DefaultDelay,
+		deletionDelay: hypershiftsim.DefaultDeletionDelay,
+		version:       hypershiftsim.DefaultVersion,
+		createSecrets: true,
+		logLevel:      "info",
+	}
+	cmd := &cobra.Command{
+		Use:           "hypershift-sim",
+		Short:         "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.stderr = cmd.ErrOrStderr()
+			return runFn(cmd.Context(), cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
+	fs.StringVar(&cfg.namespace, "namespace", "", "namespace of the HostedClusters to simulate (default: all namespaces)")
+	fs.DurationVar(&cfg.delay, "delay", cfg.delay, "how long each rollout of a release image takes (0: at once)")
+	fs.DurationVar(&cfg.deletionDelay, "deletion-delay", cfg.deletionDelay, "how long after a deletion the finalizer is removed")
+	fs.StringVar(&cfg.version, "version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests)")
+	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
+	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
+	return cmd
+}
+
+// run simulates HyperShift on the cluster cfg points at until ctx is done.
+func run(ctx context.Context, cfg config) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if cfg.delay < 0 || cfg.deletionDelay < 0 {
+		return errors.New("--delay and --deletion-delay must not be negative")
+	}
+	restCfg, err := restConfig(cfg.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(cfg.stderr, &slog.HandlerOptions{Level: level}))
+	logger.Info("connecting", "server", restCfg.Host)
+	return hypershiftsim.New(client, hypershiftsim.Options{
+		Namespace:     cfg.namespace,
+		Delay:         cfg.delay,
+		DeletionDelay: cfg.deletionDelay,
+		Version:       cfg.version,
+		CreateSecrets: cfg.createSecrets,
+		Logger:        logger,
+	}).Run(ctx)
+}
+
+// restConfig loads the file at path if given; else the file $KUBECONFIG names; else the in-cluster config when
+// running in a pod; else ~/.kube/config.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		cfg, err := rest.InClusterConfig()
+		if err == nil {
+			return cfg, nil
+		}
+		if !errors.Is(err, rest.ErrNotInCluster) {
+			return nil, err
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}

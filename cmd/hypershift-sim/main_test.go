@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
+	"github.com/hyperfleet/hyperfleet/test/kubeenv"
+)
+
+func TestCommandFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    config
+		wantErr bool
+	}{
+		{"defaults", nil, config{
+			delay: hypershiftsim.DefaultDelay, deletionDelay: hypershiftsim.DefaultDeletionDelay,
+			version: hypershiftsim.DefaultVersion, createSecrets: true, logLevel: "info",
+		}, false},
+		{"all flags", []string{
+			"--kubeconfig", "/k", "--namespace", "clusters", "--delay", "0", "--deletion-delay", "1m",
+			"--version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
+		}, config{
+			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0", logLevel: "debug",
+		}, false},
+		{"positional arguments", []string{"extra"}, config{}, true},
+		{"bad duration", []string{"--delay", "soon"}, config{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got config
+			cmd := command(func(_ context.Context, cfg config) error { got = cfg; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			got.stderr = nil
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  config
+		want string
+	}{
+		{"log level", config{logLevel: "loud"}, "--log-level"},
+		{"negative delay", config{logLevel: "info", delay: -time.Second}, "must not be negative"},
+		{"missing kubeconfig", config{logLevel: "info", kubeconfig: filepath.Join(t.TempDir(), "nope")}, "kubeconfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.stderr = &bytes.Buffer{}
+			require.ErrorContains(t, run(context.Background(), tt.cfg), tt.want)
+		})
+	}
+}
+
+// TestRun runs the command's run against a real kube-apiserver through a kubeconfig file, as the binary would
+// be started, and stops it by ending its context, as SIGTERM does.
+func TestRun(t *testing.T) {
+	env := kubeenv.Start(t)
+	ns := env.Namespace(t, "cmd")
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, config{
+			kubeconfig: env.WriteKubeconfig(t), namespace: ns, version: hypershiftsim.DefaultVersion,
+			createSecrets: true, logLevel: "info", stderr: logs,
+		})
+	}()
+
+	hcs := env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(ns)
+	_, err := hcs.Create(context.Background(), kubeenv.HostedCluster(ns, "hc",
+		"quay.io/openshift-release-dev/ocp-release:4.16.3-x86_64"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitFor(t, "the HostedCluster to become available", func() bool {
+		got, err := hcs.Get(context.Background(), "hc", metav1.GetOptions{})
+		require.NoError(t, err)
+		name, _, _ := unstructured.NestedString(got.Object, "status", "kubeconfig", "name")
+		return name == "hc-admin-kubeconfig"
+	})
+	_, err = env.Clientset.CoreV1().Secrets(ns).Get(context.Background(), "hc-admin-kubeconfig", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, hcs.Delete(context.Background(), "hc", metav1.DeleteOptions{}))
+	waitFor(t, "the HostedCluster to go", func() bool {
+		_, err := hcs.Get(context.Background(), "hc", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of its context's end")
+	}
+	out := logs.String()
+	for _, msg := range []string{`"msg":"rollout completed"`, `"msg":"removed finalizer"`, `"msg":"stopped"`} {
+		require.Contains(t, out, msg)
+	}
+	require.Contains(t, out, `"namespace":"`+ns+`","name":"hc"`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		require.True(t, strings.HasPrefix(line, "{"), "not a JSON log line: %s", line)
+	}
+}
+
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the simulator's workers and the test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

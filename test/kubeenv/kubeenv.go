@@ -1,0 +1,347 @@
+// Package kubeenv gives tests a real kube-apiserver (and etcd) with HyperShift's HostedCluster and NodePool CRDs
+// installed, so that what adapters and simulators write is checked by the real schema: OpenAPI validation,
+// defaults and CEL rules.
+//
+// Each Start call runs its own control plane through controller-runtime's envtest and stops it when the test
+// ends. A start takes about five seconds, so a package starts one in its top-level test and shares it between
+// subtests, each working in a namespace of its own (see Env.Namespace).
+//
+// The binaries are not downloaded (setup-envtest cannot reach its buckets here): `make k8s-assets` builds them
+// from the Go module proxy into a cache outside the clone, where Start finds them (see AssetsDir). Without them
+// Start fails the test with instructions; it never skips, so a green run always means the tests ran.
+package kubeenv
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// EnvAssets names the variable holding the directory with the etcd and kube-apiserver binaries. It is the
+	// variable envtest itself reads; when set, it wins over every default.
+	EnvAssets = "KUBEBUILDER_ASSETS"
+
+	// EnvBuildDir names the variable with which test/k8sassets/build.sh is told where to put the binaries; Start
+	// looks there too, so that a moved build is found without a second variable.
+	EnvBuildDir = "HYPERFLEET_K8S_ASSETS"
+
+	// KubernetesVersion is the version of the binaries that test/k8sassets/build.sh builds and Start expects.
+	KubernetesVersion = "1.37.2"
+
+	// FieldManager is the field manager with which Start installs the CRDs.
+	FieldManager = "hyperfleet-kubeenv"
+
+	// startTimeout bounds the start of each of etcd and kube-apiserver. envtest's 20 s default is too tight for a
+	// two-core machine shared with compilers.
+	startTimeout = 2 * time.Minute
+	stopTimeout  = 30 * time.Second
+	// crdTimeout bounds creating the CRDs and waiting for them to be established and served.
+	crdTimeout = time.Minute
+)
+
+// crdFiles holds the HyperShift CRDs; see testdata/README.md for their source and licence. They are embedded so
+// that a test binary needs nothing from outside the clone but the Kubernetes binaries.
+//
+//go:embed testdata/hostedclusters.crd.yaml testdata/nodepools.crd.yaml
+var crdFiles embed.FS
+
+// crdFileNames lists the embedded CRDs in installation order.
+func crdFileNames() []string {
+	return []string{"testdata/hostedclusters.crd.yaml", "testdata/nodepools.crd.yaml"}
+}
+
+// Env is a running kube-apiserver with the HyperShift CRDs established. Its clients act as a cluster admin
+// (system:masters). Callers must not modify Config; copy it with rest.CopyConfig to change it.
+type Env struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Dynamic is a dynamic client built from Config, for HostedClusters, NodePools and anything else.
+	Dynamic *dynamic.DynamicClient
+	// Clientset is a typed client built from Config, for built-in kinds such as Namespaces and Secrets.
+	Clientset *kubernetes.Clientset
+	// Kubeconfig is a kubeconfig document with Config's server, CA and client certificate; WriteKubeconfig puts
+	// it in a file for processes that take --kubeconfig.
+	Kubeconfig []byte
+}
+
+// Start starts etcd and kube-apiserver, installs the HostedCluster and NodePool CRDs, waits until both are
+// established and served, and returns the environment; tb.Cleanup stops it. It fails tb (never skips) when the
+// binaries are missing, telling the developer to run `make k8s-assets`, and when anything else goes wrong.
+func Start(tb testing.TB) *Env {
+	tb.Helper()
+	dir, source := AssetsDir()
+	if err := checkAssets(dir); err != nil {
+		tb.Fatalf(missingAssets, err, dir, source, KubernetesVersion, EnvAssets)
+	}
+
+	// envtest logs through controller-runtime's global logger, which prints a stack trace when no logger has been
+	// set within 30 s of the test binary's start. Its messages are debug-level start-up notes that a test never
+	// needs (failures come back as errors), and nothing else in HyperFleet uses controller-runtime, so they are
+	// discarded; a test that wants them sets its own logger after Start.
+	ctrllog.SetLogger(logr.Discard())
+
+	started := time.Now()
+	te := &envtest.Environment{
+		BinaryAssetsDirectory:    dir,
+		ControlPlaneStartTimeout: startTimeout,
+		ControlPlaneStopTimeout:  stopTimeout,
+	}
+	// Explicit paths, so that envtest's own lookup (TEST_ASSET_* first) cannot pick binaries other than the ones
+	// checked above.
+	te.ControlPlane.GetAPIServer().Path = filepath.Join(dir, "kube-apiserver")
+	te.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
+
+	cfg, err := te.Start()
+	// A failed start can leave etcd running, so Stop is registered either way.
+	tb.Cleanup(func() {
+		if err := te.Stop(); err != nil {
+			tb.Errorf("kubeenv: stopping kube-apiserver and etcd: %v", err)
+		}
+	})
+	if err != nil {
+		tb.Fatalf("kubeenv: starting kube-apiserver and etcd from %s: %v\n"+
+			"(set KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true to see their output)", dir, err)
+	}
+
+	env, err := newEnv(cfg, te.KubeConfig)
+	if err != nil {
+		tb.Fatalf("kubeenv: %v", err)
+	}
+	// The API server warns that the CRD uses an OpenAPI format it does not know ("hostname"); that is HyperShift's
+	// business, not the test's, so the installing client does not print warnings.
+	quiet := rest.CopyConfig(cfg)
+	quiet.WarningHandler = rest.NoWarnings{}
+	installer, err := dynamic.NewForConfig(quiet)
+	if err != nil {
+		tb.Fatalf("kubeenv: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crdTimeout)
+	defer cancel()
+	if err := installCRDs(ctx, installer); err != nil {
+		tb.Fatalf("kubeenv: installing the HyperShift CRDs: %v", err)
+	}
+	tb.Logf("kubeenv: kube-apiserver %s with the HyperShift CRDs ready in %s", KubernetesVersion,
+		time.Since(started).Round(10*time.Millisecond))
+	return env
+}
+
+const missingAssets = `kubeenv: no Kubernetes test binaries: %v
+looked in %s (%s).
+
+Build etcd and kube-apiserver %s once (cached outside the clone; a cold build takes 6-25 min on two cores):
+    make k8s-assets        # runs test/k8sassets/build.sh
+or point %s at a directory that holds both.`
+
+// AssetsDir returns the directory in which Start looks for etcd and kube-apiserver, and a note of where that
+// choice came from: $KUBEBUILDER_ASSETS if set, else $HYPERFLEET_K8S_ASSETS if set, else the cache directory that
+// test/k8sassets/build.sh fills, ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/k8s/<KubernetesVersion>.
+func AssetsDir() (dir, source string) {
+	if v := os.Getenv(EnvAssets); v != "" {
+		return v, "from " + EnvAssets
+	}
+	if v := os.Getenv(EnvBuildDir); v != "" {
+		return v, "from " + EnvBuildDir
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "~"
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "hyperfleet", "k8s", KubernetesVersion), "the default cache directory"
+}
+
+// checkAssets reports which of the binaries dir lacks, or nil when both are there and executable.
+func checkAssets(dir string) error {
+	var problems []string
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+			problems = append(problems, name+" is missing")
+		case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+			problems = append(problems, name+" is not an executable file")
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(problems, ", "))
+}
+
+func newEnv(cfg *rest.Config, kubeconfig []byte) (*Env, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clientset: %w", err)
+	}
+	return &Env{Config: cfg, Dynamic: dyn, Clientset: cs, Kubeconfig: kubeconfig}, nil
+}
+
+// WriteKubeconfig writes Kubeconfig to a file in a directory that tb removes at its end and returns the file's
+// path, for binaries started with --kubeconfig.
+func (e *Env) WriteKubeconfig(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, e.Kubeconfig, 0o600); err != nil {
+		tb.Fatalf("kubeenv: writing kubeconfig: %v", err)
+	}
+	return path
+}
+
+// Namespace creates a namespace with a generated name starting with prefix and returns its name. Tests sharing
+// an Env use one each so that they cannot see each other's objects. The namespace is not deleted: no namespace
+// controller runs to finish a deletion, and the whole Env goes away with the test.
+func (e *Env) Namespace(tb testing.TB, prefix string) string {
+	tb.Helper()
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Namespace",
+		"metadata":   map[string]any{"generateName": prefix + "-"},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := e.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).
+		Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatalf("kubeenv: creating namespace %s-*: %v", prefix, err)
+	}
+	return got.GetName()
+}
+
+// installCRDs creates the embedded CRDs with server-side apply (a client-side apply would need a last-applied
+// annotation larger than the 256 KiB the API allows) and waits until each is established, its names accepted,
+// and its resource served, the point from which requests for it succeed.
+func installCRDs(ctx context.Context, dyn dynamic.Interface) error {
+	crds := dyn.Resource(schema.GroupVersionResource{
+		Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions",
+	})
+	var installed []*unstructured.Unstructured
+	for _, name := range crdFileNames() {
+		raw, err := crdFiles.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &crd.Object); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		data, err := crd.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if _, err := crds.Patch(ctx, crd.GetName(), types.ApplyPatchType, data,
+			metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}); err != nil {
+			return fmt.Errorf("applying %s: %w", crd.GetName(), err)
+		}
+		installed = append(installed, crd)
+	}
+	for _, crd := range installed {
+		if err := waitEstablished(ctx, crds, crd.GetName()); err != nil {
+			return err
+		}
+		if err := waitServed(ctx, dyn, crd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitEstablished(ctx context.Context, crds dynamic.ResourceInterface, name string) error {
+	return poll(ctx, name+" established", func(ctx context.Context) error {
+		got, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		}
+		if raw, ok := got.Object["status"].(map[string]any); ok {
+			if err := fromMap(raw, &status); err != nil {
+				return err
+			}
+		}
+		for _, c := range []string{"Established", "NamesAccepted"} {
+			if !meta.IsStatusConditionTrue(status.Conditions, c) {
+				return fmt.Errorf("condition %s is not True", c)
+			}
+		}
+		return nil
+	})
+}
+
+// waitServed waits until a list of crd's resource succeeds in every served version: Established can come a moment
+// before the handlers for the new resource are in place.
+func waitServed(ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) error {
+	var spec struct {
+		Group string `json:"group"`
+		Names struct {
+			Plural string `json:"plural"`
+		} `json:"names"`
+		Versions []struct {
+			Name   string `json:"name"`
+			Served bool   `json:"served"`
+		} `json:"versions"`
+	}
+	raw, _ := crd.Object["spec"].(map[string]any)
+	if err := fromMap(raw, &spec); err != nil {
+		return fmt.Errorf("%s: %w", crd.GetName(), err)
+	}
+	for _, v := range spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: spec.Group, Version: v.Name, Resource: spec.Names.Plural}
+		if err := poll(ctx, gvr.String()+" served", func(ctx context.Context) error {
+			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poll calls check until it returns nil or ctx ends; the error then says what was awaited and check's last word.
+func poll(ctx context.Context, what string, check func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		last = check(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, errors.Join(err, last))
+	}
+	return nil
+}
+
+func fromMap(m map[string]any, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
+}
