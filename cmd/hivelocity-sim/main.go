@@ -1,0 +1,246 @@
+// Command hivelocity-sim serves a simulated Hivelocity API (the subset the Hivelocity provisioner uses, see package
+// hivelocitysim) for development and tests, with its admin endpoints under /_sim/ for seeding devices, reading the
+// request log and injecting faults.
+//
+//	hivelocity-sim --listen 127.0.0.1:9500 --seed-demo --time-scale 100
+//	curl -H 'X-API-KEY: dev' http://127.0.0.1:9500/bare-metal-devices/
+//
+// Point the official client at it with cfg.BasePath = "http://127.0.0.1:9500" (or ".../api/v2").
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hivelocitysim"
+)
+
+// version and build are set by the linker (-X) in `make build`.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
+// defaultAPIKey is the key accepted when no --api-key-file is given.
+const defaultAPIKey = "dev"
+
+type config struct {
+	listen            string
+	apiKeyFile        string
+	apiKeyInterval    time.Duration
+	timeScale         float64
+	durations         hivelocitysim.Durations
+	rateLimit         hivelocitysim.RateLimit
+	rateLimitReset    string
+	seedFile          string
+	seedDemo          bool
+	logLevel          string
+	logOutput         io.Writer
+	clock             clock.WithTicker
+	shutdownTimeout   time.Duration
+	readHeaderTimeout time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := command().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hivelocity-sim:", err)
+		os.Exit(1)
+	}
+}
+
+func command() *cobra.Command {
+	cfg := config{
+		durations:         hivelocitysim.DefaultDurations(),
+		rateLimit:         hivelocitysim.DocumentedRateLimit(),
+		clock:             clock.RealClock{},
+		shutdownTimeout:   10 * time.Second,
+		readHeaderTimeout: 10 * time.Second,
+	}
+	cmd := &cobra.Command{
+		Use:           "hivelocity-sim",
+		Short:         "Serve a simulated Hivelocity API for development and tests",
+		Version:       version + " (" + build + ")",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.logOutput = cmd.ErrOrStderr()
+			return run(cmd.Context(), cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9500", "address to serve on")
+	fs.StringVar(&cfg.apiKeyFile, "api-key-file", "", "file of valid API keys, one per line, re-read when it changes (default: accept the key \"dev\")")
+	fs.DurationVar(&cfg.apiKeyInterval, "api-key-reload-interval", 2*time.Second, "how often --api-key-file is checked for changes")
+	fs.Float64Var(&cfg.timeScale, "time-scale", 1, "divides every device duration: 100 makes a 10-minute reload take 6 seconds")
+	fs.DurationVar(&cfg.durations.ReloadPoweredOff, "reload-powered-off", cfg.durations.ReloadPoweredOff, "unscaled time a reload keeps the device off before the installer boots")
+	fs.DurationVar(&cfg.durations.ReloadPoweredOn, "reload-powered-on", cfg.durations.ReloadPoweredOn, "unscaled time the installer runs, powered on, until the reload is done")
+	fs.DurationVar(&cfg.durations.Shutdown, "shutdown-duration", cfg.durations.Shutdown, "unscaled time of a shutdown")
+	fs.DurationVar(&cfg.durations.Boot, "boot-duration", cfg.durations.Boot, "unscaled time of a boot")
+	fs.IntVar(&cfg.rateLimit.Limit, "rate-limit", cfg.rateLimit.Limit, "requests per window per API key (0: no rate limit)")
+	fs.IntVar(&cfg.rateLimit.AnonymousLimit, "rate-limit-anonymous", cfg.rateLimit.AnonymousLimit, "requests per window without a valid API key (0: --rate-limit)")
+	fs.DurationVar(&cfg.rateLimit.Window, "rate-limit-window", cfg.rateLimit.Window, "length of a rate-limit window")
+	fs.StringVar(&cfg.rateLimitReset, "rate-limit-reset", "seconds", "X-RateLimit-Reset as documented, seconds until the window ends (\"seconds\"), or its Unix time (\"unix\")")
+	fs.StringVar(&cfg.seedFile, "seed-file", "", "JSON list of devices to seed")
+	fs.BoolVar(&cfg.seedDemo, "seed-demo", false, "seed a dozen spare devices in LAX2 and NYC1 (types hvControlPlane and hvWorker) and the SSH key hyperfleet-dev")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug (logs every API request), info, warn or error")
+	return cmd
+}
+
+// run builds the simulator and serves it on cfg.listen until ctx is done, re-reading the API key file meanwhile.
+func run(ctx context.Context, cfg config) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(cfg.logOutput, &slog.HandlerOptions{Level: level}))
+	sim, keyFile, err := newSimulator(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "version", version, "devices", len(sim.Devices()),
+		"time_scale", cfg.timeScale)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if cfg.apiKeyFile != "" {
+		wg.Go(func() { watchKeys(ctx, cfg.clock, cfg.apiKeyFile, cfg.apiKeyInterval, keyFile, sim, logger) })
+	}
+	err = serve(ctx, ln, sim.Handler(), cfg, logger)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// newSimulator checks cfg and creates the simulator with its keys and seed devices. It returns the key file's content
+// as read, so that the watcher notices only later changes.
+func newSimulator(cfg config, logger *slog.Logger) (*hivelocitysim.Simulator, []byte, error) {
+	if cfg.timeScale <= 0 {
+		return nil, nil, fmt.Errorf("--time-scale %v: must be positive", cfg.timeScale)
+	}
+	rate := cfg.rateLimit
+	switch cfg.rateLimitReset {
+	case "seconds":
+	case "unix":
+		rate.ResetUnix = true
+	default:
+		return nil, nil, fmt.Errorf("--rate-limit-reset %q: want seconds or unix", cfg.rateLimitReset)
+	}
+	if rate.Limit < 0 || rate.AnonymousLimit < 0 || rate.Window <= 0 {
+		return nil, nil, fmt.Errorf("--rate-limit, --rate-limit-anonymous and --rate-limit-window must not be negative, and the window not zero")
+	}
+	keys, keyFile := []string{defaultAPIKey}, []byte(nil)
+	if cfg.apiKeyFile != "" {
+		var err error
+		if keyFile, err = os.ReadFile(cfg.apiKeyFile); err != nil {
+			return nil, nil, fmt.Errorf("--api-key-file: %w", err)
+		}
+		if keys = hivelocitysim.ParseAPIKeys(keyFile); len(keys) == 0 {
+			return nil, nil, fmt.Errorf("--api-key-file %s: no keys", cfg.apiKeyFile)
+		}
+	}
+	sim := hivelocitysim.New(hivelocitysim.Options{
+		Clock:     cfg.clock,
+		TimeScale: cfg.timeScale,
+		Durations: cfg.durations,
+		APIKeys:   keys,
+		RateLimit: rate,
+		Logger:    logger,
+	})
+	if cfg.seedDemo {
+		if err := sim.Seed(hivelocitysim.DemoDevices()...); err != nil {
+			return nil, nil, err
+		}
+		if err := sim.SetSSHKeys(hivelocitysim.DemoSSHKeys()...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.seedFile != "" {
+		data, err := os.ReadFile(cfg.seedFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--seed-file: %w", err)
+		}
+		devices, err := hivelocitysim.ParseDevices(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--seed-file %s: %w", cfg.seedFile, err)
+		}
+		if err := sim.Seed(devices...); err != nil {
+			return nil, nil, fmt.Errorf("--seed-file %s: %w", cfg.seedFile, err)
+		}
+	}
+	return sim, keyFile, nil
+}
+
+// watchKeys re-reads the key file on every tick until ctx is done and installs its keys when its content changed.
+// A file that cannot be read or holds no key leaves the keys as they are.
+func watchKeys(ctx context.Context, clk clock.WithTicker, path string, every time.Duration, last []byte, sim *hivelocitysim.Simulator, logger *slog.Logger) {
+	t := clk.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			logger.Warn("api key file unreadable; keeping the keys", "path", path, "error", err)
+			continue
+		}
+		if bytes.Equal(data, last) {
+			continue
+		}
+		keys := hivelocitysim.ParseAPIKeys(data)
+		if len(keys) == 0 {
+			logger.Warn("api key file holds no key; keeping the keys", "path", path)
+			continue
+		}
+		sim.SetAPIKeys(keys...)
+		last = data
+		logger.Info("api keys reloaded", "path", path, "count", len(keys))
+	}
+}
+
+// serve serves h on ln until ctx is done, then shuts down, giving in-flight requests cfg.shutdownTimeout.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config, logger *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.readHeaderTimeout}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
