@@ -452,19 +452,30 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
-// HivelocityPlatform defines model for HivelocityPlatform.
+// HivelocityPlatform Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
+// tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).
 type HivelocityPlatform struct {
-	DeviceType string  `json:"device_type"`
-	OsName     *string `json:"os_name,omitempty"`
+	// DeviceType Matched against the device's `caphvlabel:deviceType=<device_type>` tag.
+	//
+	// Example: s1.small
+	DeviceType string `json:"device_type"`
 
-	// Region Hivelocity location name, e.g. LAX2.
+	// OsName The operating system to reload devices with, as the device's product offers it.
+	OsName *string `json:"os_name,omitempty"`
+
+	// Region The Hivelocity location (facility code) the devices must be in.
+	//
+	// Example: LAX2
 	Region string `json:"region"`
 
-	// Selector Extra `caphvlabel:<key>=<value>` tags a device must carry.
-	Selector   *map[string]string `json:"selector,omitempty"`
-	SshKeyName *string            `json:"ssh_key_name,omitempty"`
+	// Selector Extra `caphvlabel:<key>=<value>` tags a device must carry. Keys are 1–63 characters of letters, digits,
+	// '-', '_' and '.', starting with a letter or digit.
+	Selector *map[string]string `json:"selector,omitempty"`
 
-	// Userdata cloud-init user data written at reload.
+	// SshKeyName Name of an SSH key of the Hivelocity account to install (resolved to its id at reload).
+	SshKeyName *string `json:"ssh_key_name,omitempty"`
+
+	// Userdata cloud-init user data (the reload's `script`).
 	Userdata *string `json:"userdata,omitempty"`
 }
 
@@ -486,18 +497,28 @@ type NodePool struct {
 	Labels          Labels          `json:"labels"`
 	Name            string          `json:"name"`
 	OwnerReferences ObjectReference `json:"owner_references"`
-	Spec            NodePoolSpec    `json:"spec"`
-	Status          ResourceStatus  `json:"status"`
-	UpdatedBy       string          `json:"updated_by"`
-	UpdatedTime     time.Time       `json:"updated_time"`
+
+	// Spec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
+	// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
+	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
+	// `userdata` re-provisions the devices one at a time.
+	Spec        NodePoolSpec   `json:"spec"`
+	Status      ResourceStatus `json:"status"`
+	UpdatedBy   string         `json:"updated_by"`
+	UpdatedTime time.Time      `json:"updated_time"`
 }
 
 // NodePoolCreate defines model for NodePoolCreate.
 type NodePoolCreate struct {
 	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
-	Labels *Labels      `json:"labels,omitempty"`
-	Name   string       `json:"name"`
-	Spec   NodePoolSpec `json:"spec"`
+	Labels *Labels `json:"labels,omitempty"`
+	Name   string  `json:"name"`
+
+	// Spec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
+	// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
+	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
+	// `userdata` re-provisions the devices one at a time.
+	Spec NodePoolSpec `json:"spec"`
 }
 
 // NodePoolList defines model for NodePoolList.
@@ -511,15 +532,25 @@ type NodePoolList struct {
 	Total int64  `json:"total"`
 }
 
-// NodePoolSpec defines model for NodePoolSpec.
+// NodePoolSpec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
+// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
+// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
+// `userdata` re-provisions the devices one at a time.
 type NodePoolSpec struct {
 	Platform struct {
+		// Hivelocity Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
+		// tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).
 		Hivelocity HivelocityPlatform `json:"hivelocity"`
 	} `json:"platform"`
+
+	// Remediation How long a reload may take before the device is marked `caphv-permanent-error` and replaced: while
+	// powered off (the installer has not booted) and while powered on (installing).
 	Remediation *struct {
 		ReloadTimeoutPoweredOff *string `json:"reload_timeout_powered_off,omitempty"`
 		ReloadTimeoutPoweredOn  *string `json:"reload_timeout_powered_on,omitempty"`
 	} `json:"remediation,omitempty"`
+
+	// Replicas Devices the pool should hold.
 	Replicas int `json:"replicas"`
 }
 

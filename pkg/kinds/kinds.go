@@ -4,6 +4,9 @@ package kinds
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
@@ -44,7 +47,8 @@ func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
 	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
 	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53, Spec: clusterSpec,
 		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}}}
-	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15, Spec: nodePoolSpec}
+	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15,
+		Spec: withRules{nodePoolSpec, nodePoolRules}}
 	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream}, Cluster: cluster, NodePool: nodePool, VersionStream: versionStream}
 	byKind := map[string]*resource.Descriptor{}
 	for _, d := range set.All {
@@ -81,3 +85,35 @@ func (a specSchema) Validate(spec map[string]any) []resource.FieldError {
 func (a specSchema) ApplyDefaults(spec map[string]any) error { return a.s.ApplyDefaults(spec) }
 
 func (a specSchema) InternalFields(spec map[string]any) []string { return a.s.InternalFields(spec) }
+
+// withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
+type withRules struct {
+	resource.SpecSchema
+	rules func(spec map[string]any) []resource.FieldError
+}
+
+func (w withRules) Validate(spec map[string]any) []resource.FieldError {
+	problems := w.SpecSchema.Validate(spec)
+	if len(problems) > 0 {
+		return problems // the rules may assume a spec of the schema's shape
+	}
+	return w.rules(spec)
+}
+
+// labelKey is the rule for a selector key: it becomes part of a `caphvlabel:<key>=<value>` device tag.
+var labelKey = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+
+// nodePoolRules checks the Hivelocity selector's keys.
+func nodePoolRules(spec map[string]any) []resource.FieldError {
+	platform, _ := spec["platform"].(map[string]any)
+	hivelocity, _ := platform["hivelocity"].(map[string]any)
+	selector, _ := hivelocity["selector"].(map[string]any)
+	var problems []resource.FieldError
+	for _, key := range slices.Sorted(maps.Keys(selector)) {
+		if !labelKey.MatchString(key) {
+			problems = append(problems, resource.FieldError{Field: "platform.hivelocity.selector." + key,
+				Message: "a selector key is 1 to 63 letters, digits, '-', '_' and '.', starting with a letter or digit"})
+		}
+	}
+	return problems
+}
