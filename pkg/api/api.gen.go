@@ -38,16 +38,13 @@ func (e ClusterSpecHostedClusterControllerAvailabilityPolicy) Valid() bool {
 
 // Defines values for ClusterSpecHostedClusterEtcdManagementType.
 const (
-	ClusterSpecHostedClusterEtcdManagementTypeManaged   ClusterSpecHostedClusterEtcdManagementType = "Managed"
-	ClusterSpecHostedClusterEtcdManagementTypeUnmanaged ClusterSpecHostedClusterEtcdManagementType = "Unmanaged"
+	ClusterSpecHostedClusterEtcdManagementTypeManaged ClusterSpecHostedClusterEtcdManagementType = "Managed"
 )
 
 // Valid indicates whether the value is a known member of the ClusterSpecHostedClusterEtcdManagementType enum.
 func (e ClusterSpecHostedClusterEtcdManagementType) Valid() bool {
 	switch e {
 	case ClusterSpecHostedClusterEtcdManagementTypeManaged:
-		return true
-	case ClusterSpecHostedClusterEtcdManagementTypeUnmanaged:
 		return true
 	default:
 		return false
@@ -117,6 +114,7 @@ const (
 	ClusterSpecHostedClusterServicesServiceIgnition     ClusterSpecHostedClusterServicesService = "Ignition"
 	ClusterSpecHostedClusterServicesServiceKonnectivity ClusterSpecHostedClusterServicesService = "Konnectivity"
 	ClusterSpecHostedClusterServicesServiceOAuthServer  ClusterSpecHostedClusterServicesService = "OAuthServer"
+	ClusterSpecHostedClusterServicesServiceOIDC         ClusterSpecHostedClusterServicesService = "OIDC"
 	ClusterSpecHostedClusterServicesServiceOVNSbDb      ClusterSpecHostedClusterServicesService = "OVNSbDb"
 )
 
@@ -130,6 +128,8 @@ func (e ClusterSpecHostedClusterServicesService) Valid() bool {
 	case ClusterSpecHostedClusterServicesServiceKonnectivity:
 		return true
 	case ClusterSpecHostedClusterServicesServiceOAuthServer:
+		return true
+	case ClusterSpecHostedClusterServicesServiceOIDC:
 		return true
 	case ClusterSpecHostedClusterServicesServiceOVNSbDb:
 		return true
@@ -153,6 +153,45 @@ func (e ClusterSpecHostedClusterServicesType) Valid() bool {
 	case ClusterSpecHostedClusterServicesTypeNodePort:
 		return true
 	case ClusterSpecHostedClusterServicesTypeRoute:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ClusterSpecHostedClusterTolerationsEffect.
+const (
+	ClusterSpecHostedClusterTolerationsEffectNoExecute        ClusterSpecHostedClusterTolerationsEffect = "NoExecute"
+	ClusterSpecHostedClusterTolerationsEffectNoSchedule       ClusterSpecHostedClusterTolerationsEffect = "NoSchedule"
+	ClusterSpecHostedClusterTolerationsEffectPreferNoSchedule ClusterSpecHostedClusterTolerationsEffect = "PreferNoSchedule"
+)
+
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterTolerationsEffect enum.
+func (e ClusterSpecHostedClusterTolerationsEffect) Valid() bool {
+	switch e {
+	case ClusterSpecHostedClusterTolerationsEffectNoExecute:
+		return true
+	case ClusterSpecHostedClusterTolerationsEffectNoSchedule:
+		return true
+	case ClusterSpecHostedClusterTolerationsEffectPreferNoSchedule:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ClusterSpecHostedClusterTolerationsOperator.
+const (
+	ClusterSpecHostedClusterTolerationsOperatorEqual  ClusterSpecHostedClusterTolerationsOperator = "Equal"
+	ClusterSpecHostedClusterTolerationsOperatorExists ClusterSpecHostedClusterTolerationsOperator = "Exists"
+)
+
+// Valid indicates whether the value is a known member of the ClusterSpecHostedClusterTolerationsOperator enum.
+func (e ClusterSpecHostedClusterTolerationsOperator) Valid() bool {
+	switch e {
+	case ClusterSpecHostedClusterTolerationsOperatorEqual:
+		return true
+	case ClusterSpecHostedClusterTolerationsOperatorExists:
 		return true
 	default:
 		return false
@@ -367,7 +406,10 @@ type ClusterList struct {
 
 // ClusterSpec defines model for ClusterSpec.
 type ClusterSpec struct {
-	// HostedCluster The subset of HyperShift's HostedClusterSpec a HyperFleet user controls.
+	// HostedCluster The subset of HyperShift's HostedClusterSpec a HyperFleet user controls; the HostedCluster applier builds
+	// the HostedCluster from it (camelCase on the management cluster). The release image is not set here: it is
+	// the image the cluster's VersionStream resolves to. Fields marked immutable cannot change after create
+	// (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 	HostedCluster *HostedClusterSpec `json:"hosted_cluster,omitempty"`
 
 	// UpgradeSchedule Name of the UpgradeSchedule that gates release upgrades; none means upgrade at once.
@@ -378,20 +420,86 @@ type ClusterSpec struct {
 	VersionStream string `json:"version_stream"`
 }
 
+// HostedClusterConfiguration Cluster configuration passed through to the HostedCluster's `spec.configuration` as written (in
+// OpenShift's camelCase config.openshift.io form); the management cluster validates it.
+type HostedClusterConfiguration struct {
+	ApiServer      *map[string]interface{} `json:"api_server,omitempty"`
+	Authentication *map[string]interface{} `json:"authentication,omitempty"`
+	FeatureGate    *map[string]interface{} `json:"feature_gate,omitempty"`
+	Image          *map[string]interface{} `json:"image,omitempty"`
+	Ingress        *map[string]interface{} `json:"ingress,omitempty"`
+	Oauth          *map[string]interface{} `json:"oauth,omitempty"`
+	Proxy          *map[string]interface{} `json:"proxy,omitempty"`
+	Scheduler      *map[string]interface{} `json:"scheduler,omitempty"`
+}
+
 // ClusterSpecHostedClusterControllerAvailabilityPolicy defines model for ClusterSpec.HostedCluster.ControllerAvailabilityPolicy.
 type ClusterSpecHostedClusterControllerAvailabilityPolicy string
+
+// HostedClusterDNS defines model for ClusterSpec.hosted_cluster.dns.
+type HostedClusterDNS struct {
+	// BaseDomain The cluster's DNS base domain; node pools name their hosts `<pool>-<slot>.<cluster>.<base_domain>`.
+	//
+	// Example: example.com
+	BaseDomain    *string `json:"base_domain,omitempty"`
+	PrivateZoneId *string `json:"private_zone_id,omitempty"`
+	PublicZoneId  *string `json:"public_zone_id,omitempty"`
+}
 
 // ClusterSpecHostedClusterEtcdManagementType defines model for ClusterSpec.HostedCluster.Etcd.ManagementType.
 type ClusterSpecHostedClusterEtcdManagementType string
 
+// HostedClusterEtcd defines model for ClusterSpec.HostedCluster.Etcd.
+type HostedClusterEtcd struct {
+	ManagementType   *ClusterSpecHostedClusterEtcdManagementType `json:"management_type,omitempty"`
+	StorageClassName *string                                     `json:"storage_class_name,omitempty"`
+	StorageSize      *string                                     `json:"storage_size,omitempty"`
+}
+
 // ClusterSpecHostedClusterInfrastructureAvailabilityPolicy defines model for ClusterSpec.HostedCluster.InfrastructureAvailabilityPolicy.
 type ClusterSpecHostedClusterInfrastructureAvailabilityPolicy string
+
+// ClusterNetworkEntry defines model for ClusterSpec.hosted_cluster.networking.cluster_network.
+type ClusterNetworkEntry struct {
+	Cidr       string `json:"cidr"`
+	HostPrefix *int   `json:"host_prefix,omitempty"`
+}
+
+// MachineNetworkEntry defines model for ClusterSpec.hosted_cluster.networking.machine_network.
+type MachineNetworkEntry struct {
+	Cidr string `json:"cidr"`
+}
 
 // ClusterSpecHostedClusterNetworkingNetworkType defines model for ClusterSpec.HostedCluster.Networking.NetworkType.
 type ClusterSpecHostedClusterNetworkingNetworkType string
 
+// NetworkEntry defines model for ClusterSpec.HostedCluster.Networking.service_network.
+type NetworkEntry struct {
+	Cidr string `json:"cidr"`
+}
+
+// HostedClusterNetworking defines model for ClusterSpec.HostedCluster.Networking.
+type HostedClusterNetworking struct {
+	ClusterNetwork *[]ClusterNetworkEntry                         `json:"cluster_network,omitempty"`
+	MachineNetwork *[]MachineNetworkEntry                         `json:"machine_network,omitempty"`
+	NetworkType    *ClusterSpecHostedClusterNetworkingNetworkType `json:"network_type,omitempty"`
+	ServiceNetwork *[]NetworkEntry                                `json:"service_network,omitempty"`
+}
+
 // ClusterSpecHostedClusterPlatformType defines model for ClusterSpec.HostedCluster.Platform.Type.
 type ClusterSpecHostedClusterPlatformType string
+
+// HostedClusterPlatform Where the nodes run. `None`: machines the cluster does not manage (HyperFleet's node pools on
+// Hivelocity). HyperShift's GCP is only in its TechPreview feature set and is not offered.
+type HostedClusterPlatform struct {
+	Agent *struct {
+		AgentNamespace string `json:"agent_namespace"`
+	} `json:"agent,omitempty"`
+	Kubevirt *struct {
+		BaseDomainPassthrough *bool `json:"base_domain_passthrough,omitempty"`
+	} `json:"kubevirt,omitempty"`
+	Type ClusterSpecHostedClusterPlatformType `json:"type"`
+}
 
 // ClusterSpecHostedClusterServicesService defines model for ClusterSpec.HostedCluster.Services.Service.
 type ClusterSpecHostedClusterServicesService string
@@ -399,37 +507,71 @@ type ClusterSpecHostedClusterServicesService string
 // ClusterSpecHostedClusterServicesType defines model for ClusterSpec.HostedCluster.Services.Type.
 type ClusterSpecHostedClusterServicesType string
 
-// HostedClusterSpec The subset of HyperShift's HostedClusterSpec a HyperFleet user controls.
+// HostedClusterService defines model for ClusterSpec.HostedCluster.Services.
+type HostedClusterService struct {
+	// Address The NodePort's address (required with NodePort).
+	Address *string `json:"address,omitempty"`
+
+	// Hostname The Route's or LoadBalancer's hostname.
+	Hostname *string                                 `json:"hostname,omitempty"`
+	Port     *int                                    `json:"port,omitempty"`
+	Service  ClusterSpecHostedClusterServicesService `json:"service"`
+	Type     ClusterSpecHostedClusterServicesType    `json:"type"`
+}
+
+// ClusterSpecHostedClusterTolerationsEffect defines model for ClusterSpec.HostedCluster.Tolerations.Effect.
+type ClusterSpecHostedClusterTolerationsEffect string
+
+// ClusterSpecHostedClusterTolerationsOperator defines model for ClusterSpec.HostedCluster.Tolerations.Operator.
+type ClusterSpecHostedClusterTolerationsOperator string
+
+// HostedClusterToleration defines model for ClusterSpec.HostedCluster.Tolerations.
+type HostedClusterToleration struct {
+	Effect            *ClusterSpecHostedClusterTolerationsEffect   `json:"effect,omitempty"`
+	Key               *string                                      `json:"key,omitempty"`
+	Operator          *ClusterSpecHostedClusterTolerationsOperator `json:"operator,omitempty"`
+	TolerationSeconds *int64                                       `json:"toleration_seconds,omitempty"`
+	Value             *string                                      `json:"value,omitempty"`
+}
+
+// HostedClusterSpec The subset of HyperShift's HostedClusterSpec a HyperFleet user controls; the HostedCluster applier builds
+// the HostedCluster from it (camelCase on the management cluster). The release image is not set here: it is
+// the image the cluster's VersionStream resolves to. Fields marked immutable cannot change after create
+// (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 type HostedClusterSpec struct {
+	// Configuration Cluster configuration passed through to the HostedCluster's `spec.configuration` as written (in
+	// OpenShift's camelCase config.openshift.io form); the management cluster validates it.
+	Configuration                *HostedClusterConfiguration                           `json:"configuration,omitempty"`
 	ControllerAvailabilityPolicy *ClusterSpecHostedClusterControllerAvailabilityPolicy `json:"controller_availability_policy,omitempty"`
-	Dns                          *struct {
-		BaseDomain *string `json:"base_domain,omitempty"`
-	} `json:"dns,omitempty"`
-	Etcd *struct {
-		ManagementType *ClusterSpecHostedClusterEtcdManagementType `json:"management_type,omitempty"`
-		StorageSize    *string                                     `json:"storage_size,omitempty"`
-	} `json:"etcd,omitempty"`
-	Fips                             *bool                                                     `json:"fips,omitempty"`
+	Dns                          *HostedClusterDNS                                     `json:"dns,omitempty"`
+	Etcd                         *HostedClusterEtcd                                    `json:"etcd,omitempty"`
+	Fips                         *bool                                                 `json:"fips,omitempty"`
+
+	// InfraId Names the cluster's infrastructure resources (HyperShift's infraID).
+	InfraId                          *string                                                   `json:"infra_id,omitempty"`
 	InfrastructureAvailabilityPolicy *ClusterSpecHostedClusterInfrastructureAvailabilityPolicy `json:"infrastructure_availability_policy,omitempty"`
-	IssuerUrl                        *string                                                   `json:"issuer_url,omitempty"`
-	Networking                       *struct {
-		ClusterNetwork *[]struct {
-			Cidr       string `json:"cidr"`
-			HostPrefix *int   `json:"host_prefix,omitempty"`
-		} `json:"cluster_network,omitempty"`
-		NetworkType    *ClusterSpecHostedClusterNetworkingNetworkType `json:"network_type,omitempty"`
-		ServiceNetwork *[]struct {
-			Cidr string `json:"cidr"`
-		} `json:"service_network,omitempty"`
-	} `json:"networking,omitempty"`
-	Platform *struct {
-		Type *ClusterSpecHostedClusterPlatformType `json:"type,omitempty"`
-	} `json:"platform,omitempty"`
-	Services *[]struct {
-		Service ClusterSpecHostedClusterServicesService `json:"service"`
-		Type    ClusterSpecHostedClusterServicesType    `json:"type"`
-	} `json:"services,omitempty"`
-	SshPublicKey *string `json:"ssh_public_key,omitempty"`
+
+	// IssuerUrl The OIDC issuer of the cluster's service-account tokens (HyperShift's default when absent).
+	IssuerUrl  *string                  `json:"issuer_url,omitempty"`
+	Networking *HostedClusterNetworking `json:"networking,omitempty"`
+
+	// NodeSelector Where the control plane's pods run on the management cluster.
+	NodeSelector *map[string]string `json:"node_selector,omitempty"`
+
+	// Platform Where the nodes run. `None`: machines the cluster does not manage (HyperFleet's node pools on
+	// Hivelocity). HyperShift's GCP is only in its TechPreview feature set and is not offered.
+	Platform *HostedClusterPlatform `json:"platform,omitempty"`
+
+	// PullSecretName Name of the pull-secret Secret on the management cluster; the applier writes it from its pull-secret
+	// file. Default `<cluster name>-pull-secret`.
+	PullSecretName *string `json:"pull_secret_name,omitempty"`
+
+	// Services How the control plane's services are published; HyperShift needs all four.
+	Services *[]HostedClusterService `json:"services,omitempty"`
+
+	// SshPublicKey An authorized key for the cluster's nodes, kept in a Secret the HostedCluster names.
+	SshPublicKey *string                    `json:"ssh_public_key,omitempty"`
+	Tolerations  *[]HostedClusterToleration `json:"tolerations,omitempty"`
 }
 
 // Condition defines model for Condition.

@@ -21,6 +21,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeBadListParam:       http.StatusBadRequest,
 	resource.CodeInternalField:      http.StatusUnprocessableEntity,
 	resource.CodeUnprocessable:      http.StatusUnprocessableEntity,
+	resource.CodeImmutable:          http.StatusUnprocessableEntity,
 	resource.CodeNotFound:           http.StatusNotFound,
 	resource.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	resource.CodeNameTaken:          http.StatusConflict,

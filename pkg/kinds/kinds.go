@@ -45,7 +45,8 @@ func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
 		return nil, err
 	}
 	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
-	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53, Spec: clusterSpec,
+	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53,
+		Spec:       withRules{clusterSpec, clusterRules},
 		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}}}
 	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15,
 		Spec: withRules{nodePoolSpec, nodePoolRules}}
@@ -86,6 +87,8 @@ func (a specSchema) ApplyDefaults(spec map[string]any) error { return a.s.ApplyD
 
 func (a specSchema) InternalFields(spec map[string]any) []string { return a.s.InternalFields(spec) }
 
+func (a specSchema) ImmutableFields() []string { return a.s.ImmutableFields() }
+
 // withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
 type withRules struct {
 	resource.SpecSchema
@@ -113,6 +116,56 @@ func nodePoolRules(spec map[string]any) []resource.FieldError {
 		if !labelKey.MatchString(key) {
 			problems = append(problems, resource.FieldError{Field: "platform.hivelocity.selector." + key,
 				Message: "a selector key is 1 to 63 letters, digits, '-', '_' and '.', starting with a letter or digit"})
+		}
+	}
+	return problems
+}
+
+// requiredServices are the control-plane services HyperShift publishes for every platform HyperFleet offers.
+var requiredServices = []string{"APIServer", "OAuthServer", "Konnectivity", "Ignition"}
+
+// clusterRules checks what HyperShift's HostedCluster validation would refuse and OpenAPI 3.0 cannot state: an
+// Agent platform names its agent namespace, each service is published once, the four HyperShift needs are there,
+// and a publishing strategy carries the settings of its type only.
+func clusterRules(spec map[string]any) []resource.FieldError {
+	hc, _ := spec["hosted_cluster"].(map[string]any)
+	var problems []resource.FieldError
+	add := func(field, msg string) {
+		problems = append(problems, resource.FieldError{Field: "hosted_cluster." + field, Message: msg})
+	}
+	platform, _ := hc["platform"].(map[string]any)
+	if platform["type"] == "Agent" && platform["agent"] == nil {
+		add("platform.agent", "is required with platform type Agent: it names the namespace of the agents")
+	}
+	services, _ := hc["services"].([]any)
+	seen := map[string]bool{}
+	for i, item := range services {
+		svc, _ := item.(map[string]any)
+		name, _ := svc["service"].(string)
+		field := fmt.Sprintf("services[%d]", i)
+		if seen[name] {
+			add(field+".service", name+" is published more than once")
+		}
+		seen[name] = true
+		switch svc["type"] {
+		case "NodePort":
+			if svc["address"] == nil {
+				add(field+".address", "is required with type NodePort")
+			}
+			if svc["hostname"] != nil {
+				add(field+".hostname", "goes with Route or LoadBalancer, not NodePort")
+			}
+		default:
+			if svc["address"] != nil || svc["port"] != nil {
+				add(field, "address and port go with type NodePort only")
+			}
+		}
+	}
+	if services != nil {
+		for _, name := range requiredServices {
+			if !seen[name] {
+				add("services", "must publish "+name)
+			}
 		}
 	}
 	return problems

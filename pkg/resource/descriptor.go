@@ -13,6 +13,8 @@ type SpecSchema interface {
 	ApplyDefaults(spec map[string]any) error
 	// InternalFields returns the dotted paths of internal (admin-only) fields present in spec, null or not.
 	InternalFields(spec map[string]any) []string
+	// ImmutableFields returns the dotted paths of the fields that may not change once the resource exists.
+	ImmutableFields() []string
 }
 
 // Descriptor describes one kind of resource. The engine serves every kind from its descriptor, so adding a kind

@@ -17,6 +17,7 @@ const (
 	CodeBadListParam       Code = "HYPERFLEET-VAL-004" // page, size, order, fields out of range or unknown
 	CodeInternalField      Code = "HYPERFLEET-VAL-005" // a non-admin wrote an internal spec field
 	CodeUnprocessable      Code = "HYPERFLEET-VAL-006" // well-formed but not acceptable in the resource's state
+	CodeImmutable          Code = "HYPERFLEET-VAL-007" // a spec field that cannot change after create was changed
 	CodeNotFound           Code = "HYPERFLEET-NTF-001"
 	CodeMethodNotAllowed   Code = "HYPERFLEET-NTF-002"
 	CodeNameTaken          Code = "HYPERFLEET-CNF-001"

@@ -272,6 +272,9 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 			if err := json.Unmarshal(r.Spec, &old); err != nil {
 				return fmt.Errorf("decode stored spec: %w", err)
 			}
+			if err := checkImmutable(d, r.Spec, spec); err != nil {
+				return err
+			}
 			for _, ref := range changedRefs(d, old, spec) {
 				if ok, err := tx.Referenced(ref.Kind, ref.Name); err != nil || !ok {
 					return cmp.Or(err, MissingReference(ref))
@@ -450,6 +453,37 @@ func defaulted(d *Descriptor, spec map[string]any) (map[string]any, error) {
 		return nil, fmt.Errorf("decode normalised spec: %w", err)
 	}
 	return out, nil
+}
+
+// checkImmutable refuses a spec whose immutable fields differ from the stored spec's. Defaults the schema gained
+// since the spec was stored count as what it had.
+func checkImmutable(d *Descriptor, stored json.RawMessage, spec map[string]any) error {
+	paths := d.Spec.ImmutableFields()
+	if len(paths) == 0 {
+		return nil
+	}
+	var before map[string]any
+	if err := json.Unmarshal(stored, &before); err != nil {
+		return fmt.Errorf("decode stored spec: %w", err)
+	}
+	before, err := defaulted(d, before)
+	if err != nil {
+		return err
+	}
+	var fields []FieldError
+	for _, p := range paths {
+		if !reflect.DeepEqual(valueAt(before, p), valueAt(spec, p)) {
+			fields = append(fields, FieldError{Field: "spec." + p, Message: "cannot change once the " + d.Kind + " exists"})
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Field
+	}
+	return &Error{Code: CodeImmutable, Message: "immutable spec fields would change: " + strings.Join(names, ", "), Fields: fields}
 }
 
 // changedInternal returns the internal fields whose values differ between two defaulted specs.

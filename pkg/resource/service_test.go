@@ -32,6 +32,8 @@ func (f fakeSchema) ApplyDefaults(spec map[string]any) error {
 	return nil
 }
 
+func (f fakeSchema) ImmutableFields() []string { return nil }
+
 func (f fakeSchema) InternalFields(spec map[string]any) []string {
 	var out []string
 	for _, p := range f.internal {

@@ -18,6 +18,10 @@ import (
 // written by no one else, and left out of the public document. Only the boolean value true marks a property.
 const InternalExtension = "x-hyperfleet-internal"
 
+// ImmutableExtension is the schema extension that marks a property as fixed at create: a change to it (admins
+// included) is refused. Only the boolean value true marks a property.
+const ImmutableExtension = "x-hyperfleet-immutable"
+
 // ErrUnknownSchema is returned, wrapped, by Document.Spec for a name that components/schemas does not define.
 var ErrUnknownSchema = errors.New("no such schema in components/schemas")
 
@@ -34,6 +38,8 @@ type Document struct {
 type Spec struct {
 	name   string
 	schema *openapi3.Schema
+	// immutable holds the paths of the properties marked ImmutableExtension, found once by Document.Spec.
+	immutable []string
 }
 
 // Load parses raw (YAML or JSON), resolves its local $refs and validates it as an OpenAPI 3.0 document, with
@@ -77,7 +83,9 @@ func loadOpenAPI(raw []byte) (*openapi3.T, error) {
 func (d *Document) Spec(component string) (*Spec, error) {
 	if d.doc.Components != nil {
 		if ref := d.doc.Components.Schemas[component]; ref != nil && ref.Value != nil {
-			return &Spec{name: component, schema: ref.Value}, nil
+			var immutable []string
+			collectImmutable(ref.Value, "", &immutable, nil)
+			return &Spec{name: component, schema: ref.Value, immutable: immutable}, nil
 		}
 	}
 	return nil, fmt.Errorf("schema %q: %w", component, ErrUnknownSchema)

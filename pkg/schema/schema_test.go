@@ -68,11 +68,16 @@ func TestValidate(t *testing.T) {
 			value: `{"version_stream": "stable-4-16", "upgrade_schedule": "weekends", "hosted_cluster": {
 				"dns": {"base_domain": "example.com"}, "issuer_url": "https://issuer", "fips": true,
 				"controller_availability_policy": "SingleReplica", "infrastructure_availability_policy": "HighlyAvailable",
-				"ssh_public_key": "ssh-ed25519 AAAA", "platform": {"type": "Agent"},
+				"ssh_public_key": "ssh-ed25519 AAAA", "platform": {"type": "Agent", "agent": {"agent_namespace": "agents"}},
 				"networking": {"network_type": "Other", "cluster_network": [{"cidr": "10.0.0.0/8", "host_prefix": 23}],
-					"service_network": [{"cidr": "172.30.0.0/16"}]},
-				"etcd": {"management_type": "Unmanaged", "storage_size": "16Gi"},
-				"services": [{"service": "OVNSbDb", "type": "NodePort"}]}}`,
+					"service_network": [{"cidr": "172.30.0.0/16"}], "machine_network": [{"cidr": "192.168.0.0/24"}]},
+				"etcd": {"management_type": "Managed", "storage_size": "16Gi", "storage_class_name": "fast"},
+				"infra_id": "prod-1", "pull_secret_name": "prod-pull", "node_selector": {"role": "hcp"},
+				"tolerations": [{"key": "hcp", "operator": "Exists", "effect": "NoSchedule"}],
+				"configuration": {"proxy": {"httpProxy": "http://proxy:3128"}},
+				"services": [{"service": "APIServer", "type": "NodePort", "address": "10.0.0.1", "port": 30000},
+					{"service": "OAuthServer", "type": "Route", "hostname": "oauth.example.com"},
+					{"service": "Konnectivity", "type": "Route"}, {"service": "Ignition", "type": "LoadBalancer"}]}}`,
 		},
 		{
 			name:      "required",
@@ -142,10 +147,10 @@ func TestValidate(t *testing.T) {
 			name:      "array items",
 			component: clusterSpec,
 			value: `{"version_stream": "s", "hosted_cluster": {"services": [
-				{"service": "APIServer", "type": "Route", "port": 1}, {"service": "APIServer"},
+				{"service": "APIServer", "type": "Route", "weight": 1}, {"service": "APIServer"},
 				{"service": "APIServer", "type": "Ingress"}, [1], null]}}`,
 			want: []schema.Violation{
-				{Field: "hosted_cluster.services[0].port", Message: "unknown field"},
+				{Field: "hosted_cluster.services[0].weight", Message: "unknown field"},
 				{Field: "hosted_cluster.services[1].type", Message: "is required"},
 				{Field: "hosted_cluster.services[2].type", Message: "must be one of [LoadBalancer NodePort Route]"},
 				{Field: "hosted_cluster.services[3]", Message: "must be an object"},
@@ -157,6 +162,7 @@ func TestValidate(t *testing.T) {
 			component: clusterSpec,
 			value:     `{"version_stream": "s", "hosted_cluster": {"services": ` + services11 + `}}`,
 			want: []schema.Violation{
+				{Field: "hosted_cluster.services", Message: "must have at most 6 items"},
 				{Field: "hosted_cluster.services[2].type", Message: "must be one of [LoadBalancer NodePort Route]"},
 				{Field: "hosted_cluster.services[10].type", Message: "must be one of [LoadBalancer NodePort Route]"},
 			},
@@ -165,11 +171,12 @@ func TestValidate(t *testing.T) {
 			name:      "integer bounds in nested arrays",
 			component: clusterSpec,
 			value: `{"version_stream": "s", "hosted_cluster": {"networking": {"cluster_network": [
-				{"cidr": "a", "host_prefix": 0}, {"cidr": "b", "host_prefix": 33}, {"cidr": "c", "host_prefix": 23.5}]}}}`,
+				{"cidr": "10.0.0.0/8", "host_prefix": 0}, {"cidr": "fd00::/48", "host_prefix": 129}]},
+				"tolerations": [{"toleration_seconds": 1.5}]}}`,
 			want: []schema.Violation{
 				{Field: "hosted_cluster.networking.cluster_network[0].host_prefix", Message: "must be >= 1"},
-				{Field: "hosted_cluster.networking.cluster_network[1].host_prefix", Message: "must be <= 32"},
-				{Field: "hosted_cluster.networking.cluster_network[2].host_prefix", Message: "must be an integer"},
+				{Field: "hosted_cluster.networking.cluster_network[1].host_prefix", Message: "must be <= 128"},
+				{Field: "hosted_cluster.tolerations[0].toleration_seconds", Message: "must be an integer"},
 			},
 		},
 		{
@@ -213,7 +220,8 @@ func TestValidate(t *testing.T) {
 				"remediation": {"reload_timeout_powered_on": "40 minutes"}}`,
 			want: []schema.Violation{
 				{Field: "platform.hivelocity.selector.rack", Message: "must be a string"},
-				{Field: "remediation.reload_timeout_powered_on", Message: "must match the pattern ^[0-9]+(s|m|h)$"},
+				{Field: "remediation.reload_timeout_powered_on", Message: "must be at most 8 characters long"},
+				{Field: "remediation.reload_timeout_powered_on", Message: "must match the pattern ^[1-9][0-9]{0,5}(s|m|h)$"},
 			},
 		},
 	}
@@ -237,7 +245,7 @@ func TestApplyDefaults(t *testing.T) {
 		"networking": {"network_type": "OVNKubernetes", "cluster_network": [{"cidr": "10.132.0.0/14"}],
 			"service_network": [{"cidr": "172.31.0.0/16"}]},
 		"etcd": {"management_type": "Managed", "storage_size": "8Gi"},
-		"services": [{"service": "APIServer", "type": "LoadBalancer"}, {"service": "OAuthServer", "type": "Route"},
+		"services": [{"service": "APIServer", "type": "Route"}, {"service": "OAuthServer", "type": "Route"},
 			{"service": "Konnectivity", "type": "Route"}, {"service": "Ignition", "type": "Route"}]`
 	tests := []struct {
 		name      string
@@ -515,4 +523,24 @@ func schemaAt(tb testing.TB, schemas map[string]map[string]any, path string) map
 	inline, ok := sch["properties"].(map[string]any)[prop].(map[string]any)
 	require.True(tb, ok, path)
 	return inline
+}
+
+func TestImmutableFields(t *testing.T) {
+	doc := loadDocument(t)
+	tests := []struct {
+		component string
+		want      []string
+	}{
+		{clusterSpec, []string{
+			"hosted_cluster.controller_availability_policy", "hosted_cluster.dns.base_domain", "hosted_cluster.etcd",
+			"hosted_cluster.fips", "hosted_cluster.infra_id", "hosted_cluster.issuer_url", "hosted_cluster.networking",
+			"hosted_cluster.platform", "hosted_cluster.services",
+		}},
+		{nodePoolSpec, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.component, func(t *testing.T) {
+			require.Equal(t, tt.want, loadSpec(t, doc, tt.component).ImmutableFields())
+		})
+	}
 }

@@ -76,6 +76,50 @@ func collectInternal(schema *openapi3.Schema, value any, path fieldPathSegments,
 	}
 }
 
+// ImmutableFields returns the dotted paths (e.g. "hosted_cluster.services") of the properties the schema marks
+// ImmutableExtension: true, sorted. It follows object properties (and allOf), not array items or additional
+// properties: a property inside an array is fixed by marking the array.
+func (s *Spec) ImmutableFields() []string { return slices.Clone(s.immutable) }
+
+func collectImmutable(schema *openapi3.Schema, prefix string, out *[]string, seen []*openapi3.Schema) {
+	if schema == nil || slices.Contains(seen, schema) {
+		return
+	}
+	seen = append(seen, schema)
+	for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+		ref := schema.Properties[name]
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if hasExtension(ref, ImmutableExtension) {
+			*out = append(*out, path)
+			continue
+		}
+		if ref.Value != nil {
+			collectImmutable(ref.Value, path, out, seen)
+		}
+	}
+	for _, sub := range schema.AllOf {
+		if sub != nil {
+			collectImmutable(sub.Value, prefix, out, seen)
+		}
+	}
+	slices.Sort(*out)
+}
+
+// hasExtension reports whether a property's schema carries the boolean marker ext, itself or beside its $ref.
+func hasExtension(ref *openapi3.SchemaRef, ext string) bool {
+	if v, ok := ref.Extensions[ext].(bool); ok && v {
+		return true
+	}
+	if ref.Value == nil {
+		return false
+	}
+	v, ok := ref.Value.Extensions[ext].(bool)
+	return ok && v
+}
+
 // propertySchema returns the schema that applies to the property name of an object schema and whether any of the
 // schema's definitions of name is internal. It looks into allOf, anyOf and oneOf too, since the public document
 // drops an internal property wherever it is defined, and falls back on additionalProperties.
@@ -111,14 +155,5 @@ func propertySchema(schema *openapi3.Schema, name string, seen []*openapi3.Schem
 	return found, false
 }
 
-// isInternal reports whether a property's schema carries the marker, itself or beside its $ref.
-func isInternal(ref *openapi3.SchemaRef) bool {
-	if v, ok := ref.Extensions[InternalExtension].(bool); ok && v {
-		return true
-	}
-	if ref.Value == nil {
-		return false
-	}
-	v, ok := ref.Value.Extensions[InternalExtension].(bool)
-	return ok && v
-}
+// isInternal reports whether a property's schema carries the internal marker, itself or beside its $ref.
+func isInternal(ref *openapi3.SchemaRef) bool { return hasExtension(ref, InternalExtension) }

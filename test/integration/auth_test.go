@@ -120,7 +120,7 @@ func TestRolesAllowWhatTheContractSays(t *testing.T) {
 		},
 		"write internal field": func(_ int, as api.RequestEditorFn) int {
 			resp, err := s.PatchClusterWithBodyWithResponse(ctx, c.Id, nil, "application/merge-patch+json",
-				strings.NewReader(`{"spec":{"hosted_cluster":{"platform":{"type":"Agent"}}}}`), as)
+				strings.NewReader(`{"spec":{"hosted_cluster":{"platform":{"type":"None"}}}}`), as)
 			require.NoError(t, err)
 			return resp.StatusCode()
 		},

@@ -34,7 +34,7 @@ func TestClusterLifecycle(t *testing.T) {
 	// Defaults of internal and public fields are stored, so adapters see the effective spec.
 	hc := c.Spec.HostedCluster
 	require.NotNil(t, hc.Platform)
-	require.Equal(t, api.ClusterSpecHostedClusterPlatformType("None"), *hc.Platform.Type)
+	require.Equal(t, api.ClusterSpecHostedClusterPlatformType("None"), hc.Platform.Type)
 	require.Equal(t, api.ClusterSpecHostedClusterControllerAvailabilityPolicy("HighlyAvailable"), *hc.ControllerAvailabilityPolicy)
 	require.Len(t, *hc.Services, 4)
 
@@ -55,12 +55,12 @@ func TestClusterLifecycle(t *testing.T) {
 	// A semantic spec change bumps it once; the same change again is a no-op.
 	for i, want := range []int64{2, 2} {
 		p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
-			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
+			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, p.StatusCode(), "patch %d: %s", i, p.Body)
 		require.Equal(t, want, p.JSON200.Generation, "patch %d", i)
 		require.Equal(t, `"`+strconv.FormatInt(want, 10)+`"`, p.HTTPResponse.Header.Get("ETag"))
-		require.True(t, *p.JSON200.Spec.HostedCluster.Fips)
+		require.Equal(t, api.ClusterSpecHostedClusterInfrastructureAvailabilityPolicyHighlyAvailable, *p.JSON200.Spec.HostedCluster.InfrastructureAvailabilityPolicy)
 		require.Equal(t, "example.com", *p.JSON200.Spec.HostedCluster.Dns.BaseDomain, "merge keeps siblings")
 	}
 
@@ -218,26 +218,26 @@ func TestIfMatchGuardsConcurrentEdits(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t)
 	c := createCluster(t, s, "guarded", nil)
-	spec := func(domain string) api.ResourcePatch {
-		return api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"dns": map[string]any{"base_domain": domain}}}}
+	spec := func(key string) api.ResourcePatch {
+		return api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"ssh_public_key": key}}}
 	}
-	ok, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("a.example.com"))
+	ok, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("ssh-ed25519 A"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, ok.StatusCode(), "body: %s", ok.Body)
 	require.Equal(t, int64(2), ok.JSON200.Generation)
 
-	stale, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("b.example.com"))
+	stale, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("ssh-ed25519 B"))
 	require.NoError(t, err)
 	p := problem(t, stale.HTTPResponse, stale.Body, http.StatusPreconditionFailed, "HYPERFLEET-CNF-004")
 	require.Contains(t, *p.Detail, "generation 2")
 
-	bad, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`W/"x"`)}, spec("b.example.com"))
+	bad, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`W/"x"`)}, spec("ssh-ed25519 B"))
 	require.NoError(t, err)
 	problem(t, bad.HTTPResponse, bad.Body, http.StatusBadRequest, "HYPERFLEET-VAL-001")
 
 	got, err := s.GetClusterWithResponse(ctx, c.Id)
 	require.NoError(t, err)
-	require.Equal(t, "a.example.com", *got.JSON200.Spec.HostedCluster.Dns.BaseDomain, "the stale write left nothing behind")
+	require.Equal(t, "ssh-ed25519 A", *got.JSON200.Spec.HostedCluster.SshPublicKey, "the stale write left nothing behind")
 }
 
 func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {

@@ -62,7 +62,7 @@ func as(name string) api.RequestEditorFn {
 func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	c := startWithCallers(t)
 	ctx := ctxFor(t)
-	withPlatform := `{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent"},"etcd":null}}}`
+	withPlatform := `{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent","agent":{"agent_namespace":"agents"}},"etcd":null}}}`
 
 	resp, err := c.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(withPlatform), as("alice"))
 	require.NoError(t, err)
@@ -73,11 +73,11 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	}, deref(p.Errors))
 
 	resp, err = c.CreateClusterWithBodyWithResponse(ctx, "application/json",
-		strings.NewReader(`{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent"}}}}`), as("admin"))
+		strings.NewReader(`{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent","agent":{"agent_namespace":"agents"}}}}}`), as("admin"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	cluster := resp.JSON201
-	require.Equal(t, "Agent", string(*cluster.Spec.HostedCluster.Platform.Type))
+	require.Equal(t, "Agent", string(cluster.Spec.HostedCluster.Platform.Type))
 	require.Equal(t, "admin", cluster.CreatedBy)
 
 	// A user may change public fields of a cluster whose internal fields an admin set, but not those fields.
@@ -92,9 +92,9 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	p = problem(t, patch.HTTPResponse, patch.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
 	require.Contains(t, *p.Detail, "hosted_cluster.platform")
 	patch, err = c.PatchClusterWithBodyWithResponse(ctx, cluster.Id, nil, "application/merge-patch+json",
-		strings.NewReader(`{"spec":{"hosted_cluster":{"fips":true}}}`), as("alice"))
+		strings.NewReader(`{"spec":{"hosted_cluster":{"infrastructure_availability_policy":"HighlyAvailable"}}}`), as("alice"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, patch.StatusCode(), "body: %s", patch.Body)
-	require.Equal(t, "Agent", string(*patch.JSON200.Spec.HostedCluster.Platform.Type))
+	require.Equal(t, "Agent", string(patch.JSON200.Spec.HostedCluster.Platform.Type))
 	require.Equal(t, "alice", patch.JSON200.UpdatedBy)
 }

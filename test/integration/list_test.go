@@ -40,7 +40,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 	fleet := seedFleet(t, s, 25)
 	// Make c-03 different in spec and generation.
 	p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, fleet[3].Id, nil,
-		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
+		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, p.StatusCode())
 
@@ -79,7 +79,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 		{"name like 'c-1%' and labels.env = 'prod'", []string{"c-10", "c-12", "c-14", "c-16", "c-18"}},
 		{"labels.tier = '2' and labels.env != 'prod'", []string{"c-05", "c-11", "c-17", "c-23"}},
 		{"generation > 1", []string{"c-03"}},
-		{"spec.hosted_cluster.fips = true", []string{"c-03"}},
+		{"spec.hosted_cluster.infrastructure_availability_policy = 'HighlyAvailable'", []string{"c-03"}},
 		{"spec.hosted_cluster.dns.base_domain = 'example.com' and name >= 'c-23'", []string{"c-23", "c-24"}},
 		{"status.phase = 'Pending' and name = 'c-00'", []string{"c-00"}},
 		{"status.conditions.Ready = 'False' and name = 'c-01'", []string{"c-01"}},

@@ -132,9 +132,7 @@ func ptr[T any](v T) *T { return &v }
 
 func clusterSpec(stream string) api.ClusterSpec {
 	return api.ClusterSpec{VersionStream: stream, HostedCluster: &api.HostedClusterSpec{
-		Dns: &struct {
-			BaseDomain *string `json:"base_domain,omitempty"`
-		}{BaseDomain: ptr("example.com")},
+		Dns: &api.HostedClusterDNS{BaseDomain: ptr("example.com")},
 	}}
 }
 

@@ -20,9 +20,9 @@ func TestConcurrentReportsNeverLetAStaleOneWin(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"cluster": {"a1", "a2", "a3", "a4"}}) // a5 reports, unrequired
 	ctx := ctxFor(t)
 	c := createCluster(t, s, "contested", nil)
-	for _, domain := range []string{"b.example.com", "c.example.com"} {
+	for _, key := range []string{"ssh-ed25519 B", "ssh-ed25519 C"} {
 		p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
-			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"dns": map[string]any{"base_domain": domain}}}})
+			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"ssh_public_key": key}}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, p.StatusCode())
 	}
@@ -183,7 +183,7 @@ func TestPendingForFindsExactlyTheWork(t *testing.T) {
 	require.Equal(t, []string{"p-d"}, pendingNames(t, s, "applier", ""))
 
 	p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, fleet["p-b"].Id, nil,
-		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
+		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, p.StatusCode())
 	_, err = s.DeleteClusterWithResponse(ctx, fleet["p-c"].Id)

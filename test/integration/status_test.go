@@ -107,7 +107,7 @@ func TestStatusRulesAndAggregation(t *testing.T) {
 
 	// A new generation: not Ready until both catch up; Available keeps the last known good.
 	patched, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
-		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"fips": true}}})
+		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), patched.JSON200.Generation)
 	require.Equal(t, api.ResourceStatusPhasePending, patched.JSON200.Status.Phase)
