@@ -267,6 +267,39 @@ func (e ResourceStatusPhase) Valid() bool {
 	}
 }
 
+// Defines values for UpgradeScheduleSpecWindowsDays.
+const (
+	UpgradeScheduleSpecWindowsDaysFriday    UpgradeScheduleSpecWindowsDays = "Friday"
+	UpgradeScheduleSpecWindowsDaysMonday    UpgradeScheduleSpecWindowsDays = "Monday"
+	UpgradeScheduleSpecWindowsDaysSaturday  UpgradeScheduleSpecWindowsDays = "Saturday"
+	UpgradeScheduleSpecWindowsDaysSunday    UpgradeScheduleSpecWindowsDays = "Sunday"
+	UpgradeScheduleSpecWindowsDaysThursday  UpgradeScheduleSpecWindowsDays = "Thursday"
+	UpgradeScheduleSpecWindowsDaysTuesday   UpgradeScheduleSpecWindowsDays = "Tuesday"
+	UpgradeScheduleSpecWindowsDaysWednesday UpgradeScheduleSpecWindowsDays = "Wednesday"
+)
+
+// Valid indicates whether the value is a known member of the UpgradeScheduleSpecWindowsDays enum.
+func (e UpgradeScheduleSpecWindowsDays) Valid() bool {
+	switch e {
+	case UpgradeScheduleSpecWindowsDaysFriday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysMonday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysSaturday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysSunday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysThursday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysTuesday:
+		return true
+	case UpgradeScheduleSpecWindowsDaysWednesday:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for VersionStreamSpecArch.
 const (
 	VersionStreamSpecArchAmd64   VersionStreamSpecArch = "amd64"
@@ -412,7 +445,9 @@ type ClusterSpec struct {
 	// (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 	HostedCluster *HostedClusterSpec `json:"hosted_cluster,omitempty"`
 
-	// UpgradeSchedule Name of the UpgradeSchedule that gates release upgrades; none means upgrade at once.
+	// UpgradeSchedule Name of the live UpgradeSchedule that gates release upgrades (none: upgrade as soon as the stream moves); a
+	// name no live schedule has is refused with 422 `HYPERFLEET-VAL-006`, and the schedule cannot be deleted
+	// while live clusters name it.
 	UpgradeSchedule *string `json:"upgrade_schedule,omitempty"`
 
 	// VersionStream Name of the live VersionStream whose resolved release the cluster runs; a name no live stream has is
@@ -796,6 +831,98 @@ type SparseResource struct {
 	UpdatedTime     *time.Time              `json:"updated_time,omitempty"`
 }
 
+// UpgradeSchedule defines model for UpgradeSchedule.
+type UpgradeSchedule struct {
+	CreatedBy   string             `json:"created_by"`
+	CreatedTime time.Time          `json:"created_time"`
+	DeletedBy   *string            `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
+	Generation  int64              `json:"generation"`
+	Href        string             `json:"href"`
+	Id          openapi_types.UUID `json:"id"`
+	Kind        string             `json:"kind"`
+
+	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels Labels `json:"labels"`
+	Name   string `json:"name"`
+
+	// Spec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
+	// open inside any of its weekly windows and outside all of its blackouts; with no windows it is open except
+	// during blackouts. A window opens on each of its days at `start` (wall-clock time in `timezone`; a start the
+	// clocks skip opens when they resume, one they read twice opens at the first reading) and stays open for
+	// `duration` of elapsed time, past midnight and the week's end if need be. The first installation of a cluster
+	// is not an upgrade and does not wait.
+	Spec        UpgradeScheduleSpec `json:"spec"`
+	Status      ResourceStatus      `json:"status"`
+	UpdatedBy   string              `json:"updated_by"`
+	UpdatedTime time.Time           `json:"updated_time"`
+}
+
+// UpgradeScheduleCreate defines model for UpgradeScheduleCreate.
+type UpgradeScheduleCreate struct {
+	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels *Labels `json:"labels,omitempty"`
+	Name   string  `json:"name"`
+
+	// Spec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
+	// open inside any of its weekly windows and outside all of its blackouts; with no windows it is open except
+	// during blackouts. A window opens on each of its days at `start` (wall-clock time in `timezone`; a start the
+	// clocks skip opens when they resume, one they read twice opens at the first reading) and stays open for
+	// `duration` of elapsed time, past midnight and the week's end if need be. The first installation of a cluster
+	// is not an upgrade and does not wait.
+	Spec UpgradeScheduleSpec `json:"spec"`
+}
+
+// UpgradeScheduleList defines model for UpgradeScheduleList.
+type UpgradeScheduleList struct {
+	Items []UpgradeSchedule `json:"items"`
+
+	// Kind Example: UpgradeScheduleList
+	Kind  string `json:"kind"`
+	Page  int    `json:"page"`
+	Size  int    `json:"size"`
+	Total int64  `json:"total"`
+}
+
+// UpgradeScheduleSpec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
+// open inside any of its weekly windows and outside all of its blackouts; with no windows it is open except
+// during blackouts. A window opens on each of its days at `start` (wall-clock time in `timezone`; a start the
+// clocks skip opens when they resume, one they read twice opens at the first reading) and stays open for
+// `duration` of elapsed time, past midnight and the week's end if need be. The first installation of a cluster
+// is not an upgrade and does not wait.
+type UpgradeScheduleSpec struct {
+	Blackouts *[]UpgradeBlackout `json:"blackouts,omitempty"`
+
+	// Timezone IANA time zone of the windows' start times.
+	//
+	// Example: Europe/Berlin
+	Timezone *string          `json:"timezone,omitempty"`
+	Windows  *[]UpgradeWindow `json:"windows,omitempty"`
+}
+
+// UpgradeBlackout defines model for UpgradeScheduleSpec.blackouts.
+type UpgradeBlackout struct {
+	End    time.Time `json:"end"`
+	Reason *string   `json:"reason,omitempty"`
+	Start  time.Time `json:"start"`
+}
+
+// UpgradeScheduleSpecWindowsDays defines model for UpgradeScheduleSpec.Windows.Days.
+type UpgradeScheduleSpecWindowsDays string
+
+// UpgradeWindow defines model for UpgradeScheduleSpec.windows.
+type UpgradeWindow struct {
+	Days []UpgradeScheduleSpecWindowsDays `json:"days"`
+
+	// Duration How long the window stays open, as a Go duration of hours and minutes (at most 168h).
+	//
+	// Example: 6h
+	Duration string `json:"duration"`
+
+	// Start Example: 22:00
+	Start string `json:"start"`
+}
+
 // VersionStream defines model for VersionStream.
 type VersionStream struct {
 	CreatedBy   string             `json:"created_by"`
@@ -897,6 +1024,9 @@ type Search = string
 
 // Size defines model for size.
 type Size = int
+
+// UpgradescheduleId defines model for upgradeschedule_id.
+type UpgradescheduleId = openapi_types.UUID
 
 // VersionstreamId defines model for versionstream_id.
 type VersionstreamId = openapi_types.UUID
@@ -1039,6 +1169,46 @@ type ListNodePoolsParams struct {
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
 }
 
+// ListUpgradeSchedulesParams defines parameters for ListUpgradeSchedules.
+type ListUpgradeSchedulesParams struct {
+	// Page 1-based page number.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size Items per page.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
+	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
+	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// Order Comma-separated sort keys, each a field (`id name generation created_time updated_time`) and optional
+	// `asc`/`desc`. Default `created_time asc`. Ties are broken by `id`.
+	Order *Order `form:"order,omitempty" json:"order,omitempty"`
+
+	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
+	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
+
+	// IncludeDeleted Also return resources that are being deleted.
+	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+}
+
+// PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
+type PatchUpgradeScheduleParams struct {
+	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // ListVersionStreamsParams defines parameters for ListVersionStreams.
 type ListVersionStreamsParams struct {
 	// Page 1-based page number.
@@ -1108,6 +1278,21 @@ type PostClusterStatusJSONRequestBody = AdapterStatusReport
 
 // PutClusterStatusJSONRequestBody defines body for PutClusterStatus for application/json ContentType.
 type PutClusterStatusJSONRequestBody = AdapterStatusReport
+
+// CreateUpgradeScheduleJSONRequestBody defines body for CreateUpgradeSchedule for application/json ContentType.
+type CreateUpgradeScheduleJSONRequestBody = UpgradeScheduleCreate
+
+// PatchUpgradeScheduleJSONRequestBody defines body for PatchUpgradeSchedule for application/json ContentType.
+type PatchUpgradeScheduleJSONRequestBody = ResourcePatch
+
+// PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody defines body for PatchUpgradeSchedule for application/merge-patch+json ContentType.
+type PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody = ResourcePatch
+
+// PostUpgradeScheduleStatusJSONRequestBody defines body for PostUpgradeScheduleStatus for application/json ContentType.
+type PostUpgradeScheduleStatusJSONRequestBody = AdapterStatusReport
+
+// PutUpgradeScheduleStatusJSONRequestBody defines body for PutUpgradeScheduleStatus for application/json ContentType.
+type PutUpgradeScheduleStatusJSONRequestBody = AdapterStatusReport
 
 // CreateVersionStreamJSONRequestBody defines body for CreateVersionStream for application/json ContentType.
 type CreateVersionStreamJSONRequestBody = VersionStreamCreate
@@ -1409,6 +1594,110 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUpgradeSchedules List upgrade schedules
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules (the `ListUpgradeSchedules` operationId).
+	ListUpgradeSchedules(ctx context.Context, params *ListUpgradeSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateUpgradeScheduleWithBody Create a upgrade schedule
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+	CreateUpgradeScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateUpgradeSchedule Create a upgrade schedule
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+	CreateUpgradeSchedule(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteUpgradeSchedule Delete a upgrade schedule
+	//
+	// Marks the schedule as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A schedule that live
+	// clusters name in `spec.upgrade_schedule` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+	// force-delete skips that check.
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `DeleteUpgradeSchedule` operationId).
+	DeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUpgradeSchedule Get a upgrade schedule
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `GetUpgradeSchedule` operationId).
+	GetUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchUpgradeScheduleWithBody Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeScheduleWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchUpgradeSchedule Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForceDeleteUpgradeSchedule Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
+	ForceDeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUpgradeScheduleStatuses List the adapters' latest reports
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
+	ListUpgradeScheduleStatuses(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostUpgradeScheduleStatusWithBody Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+	PostUpgradeScheduleStatusWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostUpgradeScheduleStatus Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+	PostUpgradeScheduleStatus(ctx context.Context, upgradescheduleId UpgradescheduleId, body PostUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutUpgradeScheduleStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+	PutUpgradeScheduleStatusWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutUpgradeScheduleStatus Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+	PutUpgradeScheduleStatus(ctx context.Context, upgradescheduleId UpgradescheduleId, body PutUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListVersionStreams List version streams
 	//
@@ -2017,6 +2306,250 @@ func (c *Client) PutClusterStatus(ctx context.Context, clusterId ClusterId, body
 // Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 func (c *Client) ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListNodePoolsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUpgradeSchedules List upgrade schedules
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules (the `ListUpgradeSchedules` operationId).
+func (c *Client) ListUpgradeSchedules(ctx context.Context, params *ListUpgradeSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpgradeSchedulesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateUpgradeScheduleWithBody Create a upgrade schedule
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+func (c *Client) CreateUpgradeScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUpgradeScheduleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateUpgradeSchedule Create a upgrade schedule
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+func (c *Client) CreateUpgradeSchedule(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUpgradeScheduleRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteUpgradeSchedule Delete a upgrade schedule
+//
+// Marks the schedule as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A schedule that live
+// clusters name in `spec.upgrade_schedule` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+// force-delete skips that check.
+//
+// Corresponds with DELETE /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `DeleteUpgradeSchedule` operationId).
+func (c *Client) DeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteUpgradeScheduleRequest(c.Server, upgradescheduleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUpgradeSchedule Get a upgrade schedule
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `GetUpgradeSchedule` operationId).
+func (c *Client) GetUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUpgradeScheduleRequest(c.Server, upgradescheduleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchUpgradeScheduleWithBody Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *Client) PatchUpgradeScheduleWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchUpgradeScheduleRequestWithBody(c.Server, upgradescheduleId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchUpgradeSchedule Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *Client) PatchUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchUpgradeScheduleRequest(c.Server, upgradescheduleId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *Client) PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchUpgradeScheduleRequestWithApplicationMergePatchPlusJSONBody(c.Server, upgradescheduleId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForceDeleteUpgradeSchedule Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
+func (c *Client) ForceDeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForceDeleteUpgradeScheduleRequest(c.Server, upgradescheduleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUpgradeScheduleStatuses List the adapters' latest reports
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
+func (c *Client) ListUpgradeScheduleStatuses(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpgradeScheduleStatusesRequest(c.Server, upgradescheduleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostUpgradeScheduleStatusWithBody Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+func (c *Client) PostUpgradeScheduleStatusWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostUpgradeScheduleStatusRequestWithBody(c.Server, upgradescheduleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostUpgradeScheduleStatus Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+func (c *Client) PostUpgradeScheduleStatus(ctx context.Context, upgradescheduleId UpgradescheduleId, body PostUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostUpgradeScheduleStatusRequest(c.Server, upgradescheduleId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutUpgradeScheduleStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+func (c *Client) PutUpgradeScheduleStatusWithBody(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUpgradeScheduleStatusRequestWithBody(c.Server, upgradescheduleId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutUpgradeScheduleStatus Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+func (c *Client) PutUpgradeScheduleStatus(ctx context.Context, upgradescheduleId UpgradescheduleId, body PutUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutUpgradeScheduleStatusRequest(c.Server, upgradescheduleId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3461,6 +3994,487 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 	return req, nil
 }
 
+// NewListUpgradeSchedulesRequest constructs an http.Request for the ListUpgradeSchedules method
+func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Fields != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "fields", *params.Fields, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateUpgradeScheduleRequest calls the generic CreateUpgradeSchedule builder with application/json body
+func NewCreateUpgradeScheduleRequest(server string, body CreateUpgradeScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateUpgradeScheduleRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateUpgradeScheduleRequestWithBody constructs an http.Request for the CreateUpgradeSchedule method, with any body, and a specified content type
+func NewCreateUpgradeScheduleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteUpgradeScheduleRequest constructs an http.Request for the DeleteUpgradeSchedule method
+func NewDeleteUpgradeScheduleRequest(server string, upgradescheduleId UpgradescheduleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetUpgradeScheduleRequest constructs an http.Request for the GetUpgradeSchedule method
+func NewGetUpgradeScheduleRequest(server string, upgradescheduleId UpgradescheduleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchUpgradeScheduleRequest calls the generic PatchUpgradeSchedule builder with application/json body
+func NewPatchUpgradeScheduleRequest(server string, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchUpgradeScheduleRequestWithBody(server, upgradescheduleId, params, "application/json", bodyReader)
+}
+
+// NewPatchUpgradeScheduleRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchUpgradeSchedule builder with application/merge-patch+json body
+func NewPatchUpgradeScheduleRequestWithApplicationMergePatchPlusJSONBody(server string, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchUpgradeScheduleRequestWithBody(server, upgradescheduleId, params, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchUpgradeScheduleRequestWithBody constructs an http.Request for the PatchUpgradeSchedule method, with any body, and a specified content type
+func NewPatchUpgradeScheduleRequestWithBody(server string, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewForceDeleteUpgradeScheduleRequest constructs an http.Request for the ForceDeleteUpgradeSchedule method
+func NewForceDeleteUpgradeScheduleRequest(server string, upgradescheduleId UpgradescheduleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/force-delete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListUpgradeScheduleStatusesRequest constructs an http.Request for the ListUpgradeScheduleStatuses method
+func NewListUpgradeScheduleStatusesRequest(server string, upgradescheduleId UpgradescheduleId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostUpgradeScheduleStatusRequest calls the generic PostUpgradeScheduleStatus builder with application/json body
+func NewPostUpgradeScheduleStatusRequest(server string, upgradescheduleId UpgradescheduleId, body PostUpgradeScheduleStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostUpgradeScheduleStatusRequestWithBody(server, upgradescheduleId, "application/json", bodyReader)
+}
+
+// NewPostUpgradeScheduleStatusRequestWithBody constructs an http.Request for the PostUpgradeScheduleStatus method, with any body, and a specified content type
+func NewPostUpgradeScheduleStatusRequestWithBody(server string, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutUpgradeScheduleStatusRequest calls the generic PutUpgradeScheduleStatus builder with application/json body
+func NewPutUpgradeScheduleStatusRequest(server string, upgradescheduleId UpgradescheduleId, body PutUpgradeScheduleStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutUpgradeScheduleStatusRequestWithBody(server, upgradescheduleId, "application/json", bodyReader)
+}
+
+// NewPutUpgradeScheduleStatusRequestWithBody constructs an http.Request for the PutUpgradeScheduleStatus method, with any body, and a specified content type
+func NewPutUpgradeScheduleStatusRequestWithBody(server string, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListVersionStreamsRequest constructs an http.Request for the ListVersionStreams method
 func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParams) (*http.Request, error) {
 	var err error
@@ -4221,6 +5235,120 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePoolsWithResponse(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*ListNodePoolsResponse, error)
+
+	// ListUpgradeSchedulesWithResponse List upgrade schedules
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules (the `ListUpgradeSchedules` operationId).
+	ListUpgradeSchedulesWithResponse(ctx context.Context, params *ListUpgradeSchedulesParams, reqEditors ...RequestEditorFn) (*ListUpgradeSchedulesResponse, error)
+
+	// CreateUpgradeScheduleWithBodyWithResponse Create a upgrade schedule
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+	CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
+
+	// CreateUpgradeScheduleWithResponse Create a upgrade schedule
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+	CreateUpgradeScheduleWithResponse(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
+
+	// DeleteUpgradeScheduleWithResponse Delete a upgrade schedule
+	//
+	// Marks the schedule as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A schedule that live
+	// clusters name in `spec.upgrade_schedule` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+	// force-delete skips that check.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `DeleteUpgradeSchedule` operationId).
+	DeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*DeleteUpgradeScheduleResponse, error)
+
+	// GetUpgradeScheduleWithResponse Get a upgrade schedule
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `GetUpgradeSchedule` operationId).
+	GetUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*GetUpgradeScheduleResponse, error)
+
+	// PatchUpgradeScheduleWithBodyWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeScheduleWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error)
+
+	// PatchUpgradeScheduleWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error)
+
+	// PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+	PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error)
+
+	// ForceDeleteUpgradeScheduleWithResponse Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
+	ForceDeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ForceDeleteUpgradeScheduleResponse, error)
+
+	// ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
+	ListUpgradeScheduleStatusesWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleStatusesResponse, error)
+
+	// PostUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+	PostUpgradeScheduleStatusWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostUpgradeScheduleStatusResponse, error)
+
+	// PostUpgradeScheduleStatusWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report older than the stored one is refused with 409
+	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+	PostUpgradeScheduleStatusWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, body PostUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostUpgradeScheduleStatusResponse, error)
+
+	// PutUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+	PutUpgradeScheduleStatusWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUpgradeScheduleStatusResponse, error)
+
+	// PutUpgradeScheduleStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+	PutUpgradeScheduleStatusWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, body PutUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUpgradeScheduleStatusResponse, error)
 
 	// ListVersionStreamsWithResponse List version streams
 	//
@@ -5698,6 +6826,628 @@ func (r ListNodePoolsResponse) ContentType() string {
 	return ""
 }
 
+type ListUpgradeSchedulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpgradeScheduleList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpgradeSchedulesResponse) GetJSON200() *UpgradeScheduleList {
+	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListUpgradeSchedulesResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUpgradeSchedulesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUpgradeSchedulesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpgradeSchedulesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpgradeSchedulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpgradeSchedulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpgradeSchedulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateUpgradeScheduleResponse201Headers the declared response headers of an HTTP 201 response for CreateUpgradeSchedule
+type CreateUpgradeScheduleResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateUpgradeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *UpgradeSchedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateUpgradeScheduleResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateUpgradeScheduleResponse) GetJSON201() *UpgradeSchedule {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateUpgradeScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateUpgradeScheduleResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateUpgradeScheduleResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateUpgradeScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateUpgradeScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateUpgradeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateUpgradeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateUpgradeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteUpgradeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *UpgradeSchedule
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteUpgradeScheduleResponse) GetJSON202() *UpgradeSchedule {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteUpgradeScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteUpgradeScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteUpgradeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteUpgradeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteUpgradeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetUpgradeScheduleResponse200Headers the declared response headers of an HTTP 200 response for GetUpgradeSchedule
+type GetUpgradeScheduleResponse200Headers struct {
+	ETag *string
+}
+
+type GetUpgradeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpgradeSchedule
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetUpgradeScheduleResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUpgradeScheduleResponse) GetJSON200() *UpgradeSchedule {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetUpgradeScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetUpgradeScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUpgradeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUpgradeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUpgradeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PatchUpgradeScheduleResponse200Headers the declared response headers of an HTTP 200 response for PatchUpgradeSchedule
+type PatchUpgradeScheduleResponse200Headers struct {
+	ETag *string
+}
+
+type PatchUpgradeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpgradeSchedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PatchUpgradeScheduleResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchUpgradeScheduleResponse) GetJSON200() *UpgradeSchedule {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PatchUpgradeScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchUpgradeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchUpgradeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchUpgradeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ForceDeleteUpgradeScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForceDeleteUpgradeScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForceDeleteUpgradeScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForceDeleteUpgradeScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForceDeleteUpgradeScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForceDeleteUpgradeScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForceDeleteUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListUpgradeScheduleStatusesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdapterStatusList
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpgradeScheduleStatusesResponse) GetJSON200() *AdapterStatusList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListUpgradeScheduleStatusesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUpgradeScheduleStatusesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpgradeScheduleStatusesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpgradeScheduleStatusesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpgradeScheduleStatusesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpgradeScheduleStatusesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostUpgradeScheduleStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostUpgradeScheduleStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostUpgradeScheduleStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostUpgradeScheduleStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostUpgradeScheduleStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostUpgradeScheduleStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostUpgradeScheduleStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PostUpgradeScheduleStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PostUpgradeScheduleStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostUpgradeScheduleStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostUpgradeScheduleStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostUpgradeScheduleStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutUpgradeScheduleStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutUpgradeScheduleStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutUpgradeScheduleStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutUpgradeScheduleStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutUpgradeScheduleStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutUpgradeScheduleStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutUpgradeScheduleStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutUpgradeScheduleStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutUpgradeScheduleStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutUpgradeScheduleStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutUpgradeScheduleStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutUpgradeScheduleStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListVersionStreamsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6734,6 +8484,204 @@ func (c *ClientWithResponses) ListNodePoolsWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseListNodePoolsResponse(rsp)
+}
+
+// ListUpgradeSchedulesWithResponse List upgrade schedules
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules (the `ListUpgradeSchedules` operationId).
+func (c *ClientWithResponses) ListUpgradeSchedulesWithResponse(ctx context.Context, params *ListUpgradeSchedulesParams, reqEditors ...RequestEditorFn) (*ListUpgradeSchedulesResponse, error) {
+	rsp, err := c.ListUpgradeSchedules(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpgradeSchedulesResponse(rsp)
+}
+
+// CreateUpgradeScheduleWithBodyWithResponse Create a upgrade schedule
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+func (c *ClientWithResponses) CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
+	rsp, err := c.CreateUpgradeScheduleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateUpgradeScheduleResponse(rsp)
+}
+
+// CreateUpgradeScheduleWithResponse Create a upgrade schedule
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
+func (c *ClientWithResponses) CreateUpgradeScheduleWithResponse(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
+	rsp, err := c.CreateUpgradeSchedule(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateUpgradeScheduleResponse(rsp)
+}
+
+// DeleteUpgradeScheduleWithResponse Delete a upgrade schedule
+//
+// Marks the schedule as deleting (sets `deleted_time`, bumps `generation`) and answers 202. A schedule that live
+// clusters name in `spec.upgrade_schedule` cannot be deleted (409 `HYPERFLEET-CNF-005`); an admin's
+// force-delete skips that check.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `DeleteUpgradeSchedule` operationId).
+func (c *ClientWithResponses) DeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*DeleteUpgradeScheduleResponse, error) {
+	rsp, err := c.DeleteUpgradeSchedule(ctx, upgradescheduleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteUpgradeScheduleResponse(rsp)
+}
+
+// GetUpgradeScheduleWithResponse Get a upgrade schedule
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `GetUpgradeSchedule` operationId).
+func (c *ClientWithResponses) GetUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*GetUpgradeScheduleResponse, error) {
+	rsp, err := c.GetUpgradeSchedule(ctx, upgradescheduleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUpgradeScheduleResponse(rsp)
+}
+
+// PatchUpgradeScheduleWithBodyWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *ClientWithResponses) PatchUpgradeScheduleWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error) {
+	rsp, err := c.PatchUpgradeScheduleWithBody(ctx, upgradescheduleId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchUpgradeScheduleResponse(rsp)
+}
+
+// PatchUpgradeScheduleWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *ClientWithResponses) PatchUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error) {
+	rsp, err := c.PatchUpgradeSchedule(ctx, upgradescheduleId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchUpgradeScheduleResponse(rsp)
+}
+
+// PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBodyWithResponse Change a upgrade schedule's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id} (the `PatchUpgradeSchedule` operationId).
+func (c *ClientWithResponses) PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *PatchUpgradeScheduleParams, body PatchUpgradeScheduleApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchUpgradeScheduleResponse, error) {
+	rsp, err := c.PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody(ctx, upgradescheduleId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchUpgradeScheduleResponse(rsp)
+}
+
+// ForceDeleteUpgradeScheduleWithResponse Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
+func (c *ClientWithResponses) ForceDeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ForceDeleteUpgradeScheduleResponse, error) {
+	rsp, err := c.ForceDeleteUpgradeSchedule(ctx, upgradescheduleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForceDeleteUpgradeScheduleResponse(rsp)
+}
+
+// ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
+func (c *ClientWithResponses) ListUpgradeScheduleStatusesWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleStatusesResponse, error) {
+	rsp, err := c.ListUpgradeScheduleStatuses(ctx, upgradescheduleId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpgradeScheduleStatusesResponse(rsp)
+}
+
+// PostUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+func (c *ClientWithResponses) PostUpgradeScheduleStatusWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostUpgradeScheduleStatusResponse, error) {
+	rsp, err := c.PostUpgradeScheduleStatusWithBody(ctx, upgradescheduleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostUpgradeScheduleStatusResponse(rsp)
+}
+
+// PostUpgradeScheduleStatusWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report older than the stored one is refused with 409
+// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PostUpgradeScheduleStatus` operationId).
+func (c *ClientWithResponses) PostUpgradeScheduleStatusWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, body PostUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostUpgradeScheduleStatusResponse, error) {
+	rsp, err := c.PostUpgradeScheduleStatus(ctx, upgradescheduleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostUpgradeScheduleStatusResponse(rsp)
+}
+
+// PutUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+func (c *ClientWithResponses) PutUpgradeScheduleStatusWithBodyWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutUpgradeScheduleStatusResponse, error) {
+	rsp, err := c.PutUpgradeScheduleStatusWithBody(ctx, upgradescheduleId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutUpgradeScheduleStatusResponse(rsp)
+}
+
+// PutUpgradeScheduleStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `PutUpgradeScheduleStatus` operationId).
+func (c *ClientWithResponses) PutUpgradeScheduleStatusWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, body PutUpgradeScheduleStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutUpgradeScheduleStatusResponse, error) {
+	rsp, err := c.PutUpgradeScheduleStatus(ctx, upgradescheduleId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutUpgradeScheduleStatusResponse(rsp)
 }
 
 // ListVersionStreamsWithResponse List version streams
@@ -8036,6 +9984,520 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUpgradeSchedulesResponse parses an HTTP response from a ListUpgradeSchedulesWithResponse call
+func ParseListUpgradeSchedulesResponse(rsp *http.Response) (*ListUpgradeSchedulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpgradeSchedulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
+		var dest UpgradeScheduleList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateUpgradeScheduleResponse parses an HTTP response from a CreateUpgradeScheduleWithResponse call
+func ParseCreateUpgradeScheduleResponse(rsp *http.Response) (*CreateUpgradeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateUpgradeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest UpgradeSchedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateUpgradeScheduleResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteUpgradeScheduleResponse parses an HTTP response from a DeleteUpgradeScheduleWithResponse call
+func ParseDeleteUpgradeScheduleResponse(rsp *http.Response) (*DeleteUpgradeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteUpgradeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest UpgradeSchedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetUpgradeScheduleResponse parses an HTTP response from a GetUpgradeScheduleWithResponse call
+func ParseGetUpgradeScheduleResponse(rsp *http.Response) (*GetUpgradeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUpgradeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpgradeSchedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetUpgradeScheduleResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchUpgradeScheduleResponse parses an HTTP response from a PatchUpgradeScheduleWithResponse call
+func ParsePatchUpgradeScheduleResponse(rsp *http.Response) (*PatchUpgradeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchUpgradeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpgradeSchedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PatchUpgradeScheduleResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForceDeleteUpgradeScheduleResponse parses an HTTP response from a ForceDeleteUpgradeScheduleWithResponse call
+func ParseForceDeleteUpgradeScheduleResponse(rsp *http.Response) (*ForceDeleteUpgradeScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForceDeleteUpgradeScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUpgradeScheduleStatusesResponse parses an HTTP response from a ListUpgradeScheduleStatusesWithResponse call
+func ParseListUpgradeScheduleStatusesResponse(rsp *http.Response) (*ListUpgradeScheduleStatusesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpgradeScheduleStatusesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdapterStatusList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostUpgradeScheduleStatusResponse parses an HTTP response from a PostUpgradeScheduleStatusWithResponse call
+func ParsePostUpgradeScheduleStatusResponse(rsp *http.Response) (*PostUpgradeScheduleStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostUpgradeScheduleStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutUpgradeScheduleStatusResponse parses an HTTP response from a PutUpgradeScheduleStatusWithResponse call
+func ParsePutUpgradeScheduleStatusResponse(rsp *http.Response) (*PutUpgradeScheduleStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutUpgradeScheduleStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -30,6 +30,7 @@ func TestWireStructsMatchTheDocument(t *testing.T) {
 		{"ClusterCreate", createBody{}},
 		{"NodePoolCreate", createBody{}},
 		{"VersionStreamCreate", createBody{}},
+		{"UpgradeScheduleCreate", createBody{}},
 		{"AdapterStatus", statusJSONOut{}},
 		{"ResourceStatus", statusJSON{}},
 		{"ObjectReference", ownerJSON{}},

@@ -3,6 +3,8 @@
 package kinds
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -10,15 +12,17 @@ import (
 	"strings"
 
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/schema"
 )
 
 // Set is every kind, with the ones other packages refer to by name.
 type Set struct {
-	All           []*resource.Descriptor
-	Cluster       *resource.Descriptor
-	NodePool      *resource.Descriptor
-	VersionStream *resource.Descriptor
+	All             []*resource.Descriptor
+	Cluster         *resource.Descriptor
+	NodePool        *resource.Descriptor
+	VersionStream   *resource.Descriptor
+	UpgradeSchedule *resource.Descriptor
 }
 
 // Build returns the descriptors, with spec schemas from doc and required adapters per kind name (e.g.
@@ -44,13 +48,20 @@ func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	upgradeScheduleSpec, err := spec("UpgradeScheduleSpec")
+	if err != nil {
+		return nil, err
+	}
+	upgradeSchedule := &resource.Descriptor{Kind: "UpgradeSchedule", Plural: "upgradeschedules", Table: "upgradeschedules", NameMin: 1, NameMax: 63,
+		Spec: withRules{upgradeScheduleSpec, upgradeScheduleRules}}
 	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
 	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53,
 		Spec:       withRules{clusterSpec, clusterRules},
-		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}}}
+		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}}}
 	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15,
 		Spec: withRules{nodePoolSpec, nodePoolRules}}
-	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream}, Cluster: cluster, NodePool: nodePool, VersionStream: versionStream}
+	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream, upgradeSchedule}, Cluster: cluster, NodePool: nodePool,
+		VersionStream: versionStream, UpgradeSchedule: upgradeSchedule}
 	byKind := map[string]*resource.Descriptor{}
 	for _, d := range set.All {
 		byKind[strings.ToLower(d.Kind)] = d
@@ -169,4 +180,40 @@ func clusterRules(spec map[string]any) []resource.FieldError {
 		}
 	}
 	return problems
+}
+
+// upgradeScheduleRules checks what the schema cannot: the time zone exists, durations are at most a week, and
+// blackouts end after they start. The rules are the ones the applier evaluates the schedule with (package
+// schedule), so a schedule the API stores is one the applier can read.
+func upgradeScheduleRules(spec map[string]any) []resource.FieldError {
+	var in struct {
+		Timezone string `json:"timezone"`
+		Windows  []struct {
+			Days     []string `json:"days"`
+			Start    string   `json:"start"`
+			Duration string   `json:"duration"`
+		} `json:"windows"`
+		Blackouts []schedule.Blackout `json:"blackouts"`
+	}
+	raw, err := json.Marshal(spec)
+	if err == nil {
+		err = json.Unmarshal(raw, &in)
+	}
+	if err != nil {
+		return []resource.FieldError{{Field: "", Message: "cannot be read as an upgrade schedule: " + err.Error()}}
+	}
+	windows := make([]schedule.WindowSpec, len(in.Windows))
+	for i, w := range in.Windows {
+		windows[i] = schedule.WindowSpec{Days: w.Days, Start: w.Start, Duration: w.Duration}
+	}
+	_, err = schedule.Parse(in.Timezone, windows, in.Blackouts)
+	var fe *schedule.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return []resource.FieldError{{Field: fe.Field, Message: fe.Message}}
+	default:
+		return []resource.FieldError{{Field: "", Message: err.Error()}}
+	}
 }

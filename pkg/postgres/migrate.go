@@ -64,6 +64,13 @@ func migrations() []*gormigrate.Migration {
 					`ALTER TABLE versionstreams ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
 			},
 		},
+		{
+			ID: "202612010006_upgradeschedules",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, append(resourceTableDDL("upgradeschedules", ""),
+					`ALTER TABLE upgradeschedules ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
+			},
+		},
 	}
 }
 

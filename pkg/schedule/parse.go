@@ -28,7 +28,7 @@ type WindowSpec struct {
 
 // Parse builds a Schedule from an UpgradeSchedule's fields: timezone is an IANA zone name ("" means UTC), and a
 // blackout's End must be after its Start, both within the years 0001 to 9999 that RFC 3339 can write. It returns
-// an error wrapping ErrInvalid and naming the offending field ("windows[1].start: …") for the first value that is
+// a *FieldError (matching ErrInvalid) naming the offending field ("windows[1].start") for the first value that is
 // not valid, or if there are more than MaxWindows windows or MaxBlackouts blackouts.
 func Parse(timezone string, windows []WindowSpec, blackouts []Blackout) (*Schedule, error) {
 	loc, err := parseZone(timezone)
@@ -60,8 +60,20 @@ func Parse(timezone string, windows []WindowSpec, blackouts []Blackout) (*Schedu
 	return s, nil
 }
 
+// FieldError is the error Parse returns: the offending field, as the API names it, and what is wrong with it. It
+// matches ErrInvalid.
+type FieldError struct {
+	Field   string // "windows[1].start"
+	Message string
+}
+
+func (e *FieldError) Error() string { return ErrInvalid.Error() + ": " + e.Field + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 func parseZone(name string) (*time.Location, error) {

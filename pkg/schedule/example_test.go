@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/schedule"
+	"github.com/hyperfleet/hyperfleet/pkg/schedule"
 )
 
 // An applier parses a cluster's UpgradeSchedule once, then asks it, at the time it reconciles, whether it may roll
