@@ -390,7 +390,8 @@ func splitKey(key string) (namespace, name string) {
 
 // parse reads the part of hc the simulator needs.
 func parse(hc *unstructured.Unstructured) (hostedCluster, error) {
-	out := hostedCluster{Namespace: hc.GetNamespace(), Name: hc.GetName(), Generation: hc.GetGeneration()}
+	out := hostedCluster{Namespace: hc.GetNamespace(), Name: hc.GetName(), Generation: hc.GetGeneration(),
+		VersionHint: hc.GetAnnotations()[ReleaseVersionAnnotation]}
 	if raw, ok := hc.Object["spec"].(map[string]any); ok {
 		if err := fromMap(raw, &out.Spec); err != nil {
 			return out, fmt.Errorf("spec: %w", err)

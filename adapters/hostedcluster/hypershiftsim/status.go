@@ -55,7 +55,14 @@ type hostedCluster struct {
 	Namespace, Name string
 	Generation      int64
 	Spec            hostedClusterSpec
+	// VersionHint is the version a client declared for the release image (ReleaseVersionAnnotation).
+	VersionHint string
 }
+
+// ReleaseVersionAnnotation is read as the release image's version when the image is pinned by digest: real HyperShift
+// reads the version from the release payload, which the simulator cannot pull, and HyperFleet's applier declares
+// the version it resolved under this annotation.
+const ReleaseVersionAnnotation = "hyperfleet.io/release-version"
 
 type hostedClusterSpec struct {
 	Release  release   `json:"release"`
@@ -163,6 +170,9 @@ func nextStatus(cur status, hc hostedCluster, now time.Time, delay time.Duration
 	v := next.Version
 	image := hc.Spec.Release.Image
 	version := versionOf(image, fallback)
+	if version == fallback && hc.VersionHint != "" {
+		version = hc.VersionHint
+	}
 	var st step
 
 	switch {

@@ -221,7 +221,7 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 			return queued, err
 		}
 		for _, it := range items {
-			if shardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
 				continue
 			}
 			r.queue.wake(it.Key)

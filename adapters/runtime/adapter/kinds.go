@@ -182,6 +182,55 @@ func VersionStreams() *Kind {
 	return k
 }
 
+// UpgradeSchedules is the UpgradeSchedule kind.
+func UpgradeSchedules() *Kind {
+	k := &Kind{Name: "UpgradeSchedule", Plural: "upgradeschedules"}
+	metaOf := func(v *api.UpgradeSchedule) meta {
+		return meta{id: v.Id, name: v.Name, generation: v.Generation, labels: v.Labels, deleted: v.DeletedTime, status: v.Status}
+	}
+	k.ops = kindOps{
+		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) ([]listItem, error) {
+			p := api.ListUpgradeSchedulesParams(q.params())
+			resp, err := c.ListUpgradeSchedulesWithResponse(ctx, &p)
+			if err != nil {
+				return nil, sendFailed(ctx, err)
+			}
+			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
+				return nil, err
+			}
+			return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
+		},
+		get: func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error) {
+			resp, err := c.GetUpgradeScheduleWithResponse(ctx, r.id)
+			if err != nil {
+				return nil, sendFailed(ctx, err)
+			}
+			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
+				return nil, err
+			}
+			return metaOf(resp.JSON200).object(k, resp.JSON200.Spec)
+		},
+		statuses: func(ctx context.Context, c *api.ClientWithResponses, r ref) ([]api.AdapterStatus, error) {
+			resp, err := c.ListUpgradeScheduleStatusesWithResponse(ctx, r.id)
+			if err != nil {
+				return nil, sendFailed(ctx, err)
+			}
+			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
+				return nil, err
+			}
+			return resp.JSON200.Items, nil
+		},
+		putStatus: func(ctx context.Context, c *api.ClientWithResponses, r ref, report api.AdapterStatusReport) error {
+			resp, err := c.PutUpgradeScheduleStatusWithResponse(ctx, r.id, report)
+			if err != nil {
+				return sendFailed(ctx, err)
+			}
+			return check(ctx, resp.HTTPResponse, resp.Body)
+		},
+	}
+	return k
+}
+
 // Clusters is the Cluster kind.
 func Clusters() *Kind {
 	k := &Kind{Name: "Cluster", Plural: "clusters"}

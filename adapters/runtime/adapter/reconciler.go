@@ -121,6 +121,10 @@ func Terminalf(reason, format string, args ...any) error {
 	return Terminal(reason, fmt.Errorf(format, args...))
 }
 
+// ErrorReason returns the reason the runtime reports for err (in Applied and Health): the reason given to
+// Terminal or Transient, else TerminalError or TransientError.
+func ErrorReason(err error) string { return errorReason(err) }
+
 // errorReason returns the reason to report for err.
 func errorReason(err error) string {
 	var c *classified

@@ -111,6 +111,18 @@ func (r *Runner) Referenced(kind *Kind, name string) (Reference, bool) {
 	return Reference{}, false
 }
 
+// Wake queues a resource of kind for a reconcile now, whatever it was scheduled for, if it is in this replica's
+// shard; it reports whether it did. An adapter calls it when its external system tells it something changed (a
+// Kubernetes watch event on an object it manages), so that it need not poll the system for progress. It may be
+// called before Run; the key waits in the queue until then.
+func (r *Runner) Wake(kind *Kind, parentID, id string) bool {
+	if ShardOf(id, r.cfg.ShardCount) != r.cfg.ShardIndex {
+		return false
+	}
+	r.queue.wake(Key{Kind: kind.Plural, ID: id, ParentID: parentID})
+	return true
+}
+
 // ExternalTransport wraps base (nil: http.DefaultTransport) so that calls to the external system are counted in
 // the adapter's metrics and logged at debug level. Build the reconciler's external clients with it.
 func (r *Runner) ExternalTransport(system string, base http.RoundTripper) http.RoundTripper {
@@ -270,7 +282,7 @@ func (s *pendingSource) poll(ctx context.Context) error {
 			return err
 		}
 		for _, it := range items {
-			if shardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
 				continue
 			}
 			seen++
@@ -296,9 +308,11 @@ func (r *Runner) work(ctx context.Context, byKind map[string]Controller) {
 		if shutdown {
 			return
 		}
-		if !r.stopping.Load() {
+		c, served := byKind[key.Kind]
+		if !served {
+			r.log.Error("a key of a kind no controller serves was queued; dropped", slog.String("kind", key.Kind), slog.String("id", key.ID))
+		} else if !r.stopping.Load() {
 			r.queue.started(key)
-			c := byKind[key.Kind]
 			r.process(ctx, c.Kind, c.Reconciler, key)
 			r.queue.finished(key)
 		}

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 )
 
-// shardOf returns the shard of a resource id among count shards. Every replica must agree, so it depends on
-// nothing but the id.
-func shardOf(id string, count int) int {
+// ShardOf returns the shard of a resource id among count shards: the replica with --shard-index ShardOf(id, count)
+// reconciles it. Every replica must agree, so it depends on nothing but the id.
+func ShardOf(id string, count int) int {
 	if count <= 1 {
 		return 0
 	}

@@ -15,7 +15,7 @@ import (
 func TestShardOfSingleShard(t *testing.T) {
 	for _, count := range []int{-1, 0, 1} {
 		for _, id := range []string{"", "a", "0195b3c4-6f1e-7c2a-9d3e-5a1b2c3d4e5f"} {
-			require.Zero(t, shardOf(id, count), "id %q count %d", id, count)
+			require.Zero(t, ShardOf(id, count), "id %q count %d", id, count)
 		}
 	}
 }
@@ -37,7 +37,7 @@ func TestShardOfIsStable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
-			require.Equal(t, tt.want, shardOf(tt.id, tt.count), "count %d", tt.count)
+			require.Equal(t, tt.want, ShardOf(tt.id, tt.count), "count %d", tt.count)
 		})
 	}
 }
@@ -90,10 +90,10 @@ func TestShardOfSpreadsTheFleet(t *testing.T) {
 			t.Run(fmt.Sprintf("%s ids in %d shards", tt.name, count), func(t *testing.T) {
 				perShard := make([]int, count)
 				for _, id := range tt.ids {
-					s := shardOf(id, count)
+					s := ShardOf(id, count)
 					require.GreaterOrEqual(t, s, 0)
 					require.Less(t, s, count)
-					require.Equal(t, s, shardOf(id, count), "shardOf must be deterministic")
+					require.Equal(t, s, ShardOf(id, count), "shardOf must be deterministic")
 					perShard[s]++
 				}
 				// The ids are fixed, so this is a property of the hash on them, not a chance outcome.

@@ -1,0 +1,267 @@
+// Package hostedcluster is the hostedcluster-applier adapter: it turns each Cluster into a HyperShift
+// HostedCluster on a management cluster, with the release image its VersionStream resolves to, rolled only inside
+// the cluster's UpgradeSchedule, and reports back what HyperShift says.
+package hostedcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/schedule"
+)
+
+// Name is the adapter name the applier reports under.
+const Name = "hostedcluster-applier"
+
+// ManagementCluster is what the reconciler needs of the management cluster.
+type ManagementCluster interface {
+	// HostedCluster returns the HostedCluster named name in the applier's namespace, or nil.
+	HostedCluster(ctx context.Context, name string) (*unstructured.Unstructured, error)
+	// Secret returns the Secret named name in the applier's namespace, or nil.
+	Secret(ctx context.Context, name string) (*unstructured.Unstructured, error)
+	// Apply server-side applies obj and returns it as stored.
+	Apply(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	// Delete deletes the object of kind ("HostedCluster", "Secret") named name, if it is there.
+	Delete(ctx context.Context, kind, name string) error
+}
+
+// References reads what a cluster names.
+type References interface {
+	// Release returns what the VersionStream named name resolves to; ErrStreamNotFound, ErrImagePending.
+	Release(ctx context.Context, name string) (Release, error)
+	// Schedule returns the UpgradeSchedule named name; ErrScheduleNotFound.
+	Schedule(ctx context.Context, name string) (*schedule.Schedule, error)
+}
+
+// Reconciler applies HostedClusters. Cluster, References and PullSecret are required; Check says which is
+// missing.
+type Reconciler struct {
+	Cluster    ManagementCluster
+	References References
+	// PullSecret returns the pull secret to write into each cluster's pull-secret Secret.
+	PullSecret func() ([]byte, error)
+	// Namespace is where HostedClusters and their Secrets live on the management cluster.
+	Namespace string
+	// ProgressInterval is how soon a cluster HyperShift is still working on is looked at again, should no watch
+	// event come first; zero is DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// Now is the clock of upgrade windows; nil is time.Now.
+	Now func() time.Time
+}
+
+// DefaultProgressInterval is the safety net behind the watch while HyperShift works on a cluster.
+const DefaultProgressInterval = 30 * time.Second
+
+var _ adapter.Reconciler = (*Reconciler)(nil)
+
+// Check returns an error naming a required dependency that is missing; call it before running.
+func (r *Reconciler) Check() error {
+	switch {
+	case r.Cluster == nil:
+		return errors.New("hostedcluster applier: no management cluster")
+	case r.References == nil:
+		return errors.New("hostedcluster applier: no reader of version streams and schedules")
+	case r.PullSecret == nil:
+		return errors.New("hostedcluster applier: no pull secret")
+	case r.Namespace == "":
+		return errors.New("hostedcluster applier: no namespace")
+	}
+	return nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+func (r *Reconciler) progressInterval() time.Duration {
+	if r.ProgressInterval <= 0 {
+		return DefaultProgressInterval
+	}
+	return r.ProgressInterval
+}
+
+// Reconcile applies the cluster's HostedCluster (and its Secrets) and reports what HyperShift says about it.
+func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
+	var spec api.ClusterSpec
+	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
+	}
+	release, err := r.References.Release(ctx, spec.VersionStream)
+	switch {
+	case errors.Is(err, ErrStreamNotFound):
+		return failed(ReasonVersionStreamNotFound, err), adapter.Transient(ReasonVersionStreamNotFound, err)
+	case errors.Is(err, ErrImagePending):
+		return failed(ReasonReleaseImagePending, err), adapter.Transient(ReasonReleaseImagePending, err)
+	case err != nil:
+		return adapter.Outcome{}, err
+	}
+	var sched *schedule.Schedule
+	if spec.UpgradeSchedule != nil {
+		if sched, err = r.References.Schedule(ctx, *spec.UpgradeSchedule); err != nil {
+			if errors.Is(err, ErrScheduleNotFound) {
+				return failed(ReasonScheduleNotFound, err), adapter.Transient(ReasonScheduleNotFound, err)
+			}
+			return adapter.Outcome{}, err
+		}
+	}
+	live, err := r.Cluster.HostedCluster(ctx, obj.Name)
+	if err != nil {
+		return adapter.Outcome{}, kubeError(err)
+	}
+	if err := r.checkOwner(live, obj); err != nil {
+		return failed(ReasonHostedClusterConflict, err), err
+	}
+	current := observe(live)
+	now := r.now()
+	rollout := decideRollout(current.ReleaseImage, release.Image, sched, now)
+	pull, err := r.PullSecret()
+	if err != nil {
+		return adapter.Outcome{}, fmt.Errorf("read the pull secret: %w", err)
+	}
+	hostedCluster := spec.HostedCluster
+	if hostedCluster == nil {
+		hostedCluster = &api.HostedClusterSpec{}
+	}
+	version := release.Version
+	if rollout.Image != release.Image && live != nil {
+		version = live.GetAnnotations()[AnnotationReleaseVersion] // the version of the image it keeps running
+	}
+	desired, err := Build(&Desired{ClusterID: obj.ID, Name: obj.Name, Namespace: r.Namespace, Generation: obj.Generation,
+		Spec: *hostedCluster, ReleaseImage: rollout.Image, ReleaseVersion: version, PullSecret: pull})
+	if err != nil {
+		return adapter.Outcome{}, adapter.Terminal(ReasonInvalidSpec, err)
+	}
+	applied, err := r.apply(ctx, desired, live)
+	if err != nil {
+		return failed(adapter.ErrorReason(err), err), err
+	}
+	out := outcome(r.Namespace+"/"+obj.Name, rollout, observe(applied))
+	switch {
+	case rollout.Waiting:
+		out.RequeueAfter = max(time.Second, rollout.NextOpen.Sub(now))
+	case !settled(rollout, observe(applied)):
+		out.RequeueAfter = r.progressInterval()
+	}
+	return out, nil
+}
+
+// apply applies the Secrets and then the HostedCluster, each only when what would be applied differs from what
+// was last applied (the applied-hash annotation), and returns the HostedCluster as stored.
+func (r *Reconciler) apply(ctx context.Context, desired *Objects, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	for _, secret := range desired.Secrets {
+		current, err := r.Cluster.Secret(ctx, secret.GetName())
+		if err != nil {
+			return nil, kubeError(err)
+		}
+		if current != nil && current.GetLabels()[LabelClusterID] != secret.GetLabels()[LabelClusterID] {
+			return nil, adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("secret %s/%s exists and is not this cluster's (label %s=%q): "+
+				"left alone", r.Namespace, secret.GetName(), LabelClusterID, current.GetLabels()[LabelClusterID]))
+		}
+		if sameHash(current, secret) {
+			continue
+		}
+		if _, err := r.Cluster.Apply(ctx, secret); err != nil {
+			return nil, kubeError(err)
+		}
+	}
+	if sameHash(live, desired.HostedCluster) {
+		return live, nil
+	}
+	applied, err := r.Cluster.Apply(ctx, desired.HostedCluster)
+	if err != nil {
+		return nil, kubeError(err)
+	}
+	return applied, nil
+}
+
+func sameHash(live, desired *unstructured.Unstructured) bool {
+	return live != nil && live.GetAnnotations()[AnnotationAppliedHash] == desired.GetAnnotations()[AnnotationAppliedHash]
+}
+
+// checkOwner refuses to touch a HostedCluster that is not this cluster's: one labelled with another cluster's id,
+// or with none (made by someone else). Such an object may go away (a cluster of that name being deleted), so it is
+// retried with backoff rather than given up on.
+func (r *Reconciler) checkOwner(live *unstructured.Unstructured, obj *adapter.Object) error {
+	if live == nil {
+		return nil
+	}
+	if owner := live.GetLabels()[LabelClusterID]; owner != obj.ID {
+		return adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("HostedCluster %s/%s exists and is not this cluster's "+
+			"(label %s=%q, this cluster is %s): left alone", r.Namespace, obj.Name, LabelClusterID, owner, obj.ID))
+	}
+	return nil
+}
+
+// Finalize deletes the cluster's HostedCluster and Secrets, and reports Finalized only once the HostedCluster is
+// gone (HyperShift's finalizer has run).
+func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
+	live, err := r.Cluster.HostedCluster(ctx, obj.Name)
+	if err != nil {
+		return adapter.Outcome{}, kubeError(err)
+	}
+	ref := r.Namespace + "/" + obj.Name
+	if live != nil && live.GetLabels()[LabelClusterID] != obj.ID {
+		live = nil // someone else's: not ours to delete
+	}
+	if live != nil {
+		if live.GetDeletionTimestamp() == nil {
+			if err := r.Cluster.Delete(ctx, "HostedCluster", obj.Name); err != nil {
+				return adapter.Outcome{}, kubeError(err)
+			}
+		}
+		return adapter.Outcome{
+			Available:    conditions.Reported{Status: conditions.False, Reason: ReasonHostedClusterDeleting, Message: "deleting " + ref},
+			Data:         map[string]any{DataHostedCluster: ref},
+			RequeueAfter: r.progressInterval(),
+		}, nil
+	}
+	var spec api.ClusterSpec
+	pullSecret := obj.Name + "-pull-secret"
+	if json.Unmarshal(obj.Spec, &spec) == nil && spec.HostedCluster != nil {
+		pullSecret = (&Desired{Name: obj.Name, Spec: *spec.HostedCluster}).PullSecretName()
+	}
+	for _, name := range []string{pullSecret, obj.Name + "-ssh-key"} {
+		secret, err := r.Cluster.Secret(ctx, name)
+		if err != nil {
+			return adapter.Outcome{}, kubeError(err)
+		}
+		if secret != nil && secret.GetLabels()[LabelClusterID] == obj.ID {
+			if err := r.Cluster.Delete(ctx, "Secret", name); err != nil {
+				return adapter.Outcome{}, kubeError(err)
+			}
+		}
+	}
+	return adapter.Outcome{
+		Available: conditions.Reported{Status: conditions.False, Reason: ReasonDeleted, Message: ref + " is gone"},
+		Finalized: true,
+	}, nil
+}
+
+// failed is the outcome of a reconcile that could not apply: Available False with the reason.
+func failed(reason string, err error) adapter.Outcome {
+	return adapter.Outcome{Available: conditions.Reported{Status: conditions.False, Reason: reason, Message: err.Error()}}
+}
+
+// kubeError classifies an error of the management cluster: what it refuses as invalid (422) cannot succeed until
+// the cluster's spec changes; everything else (conflicts, timeouts, 5xx, 429, a forbidden that RBAC may still fix,
+// an unreachable server) is retried with backoff.
+func kubeError(err error) error {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return adapter.Terminal(ReasonHostedClusterInvalid, err)
+	default:
+		return adapter.Transient(ReasonManagementCluster, err)
+	}
+}

@@ -1,0 +1,231 @@
+package hostedcluster
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/schedule"
+)
+
+// Condition types the applier reports besides the runtime's. Progressing, Degraded and ValidReleaseImage mirror
+// the HostedCluster's conditions of the same names; Available follows the HostedCluster's Available.
+const (
+	ConditionProgressing       = "Progressing"
+	ConditionDegraded          = "Degraded"
+	ConditionValidReleaseImage = "ValidReleaseImage"
+	// ConditionUpgradePending is True while the stream holds a newer release image than the cluster runs and the
+	// cluster's UpgradeSchedule is closed.
+	ConditionUpgradePending = "UpgradePending"
+)
+
+// Reasons of the applier's conditions and of Available.
+const (
+	ReasonWaitingForHostedCluster = "WaitingForHostedCluster" // applied; HyperShift has not reported yet
+	ReasonReleaseImagePending     = "ReleaseImagePending"     // the stream has no resolved image yet
+	ReasonVersionStreamNotFound   = "VersionStreamNotFound"
+	ReasonScheduleNotFound        = "UpgradeScheduleNotFound"
+	ReasonInvalidSpec             = "InvalidSpec"
+	ReasonHostedClusterInvalid    = "HostedClusterInvalid"        // the management cluster refused the object (422)
+	ReasonHostedClusterConflict   = "HostedClusterOwnedByAnother" // an object of that name is not this cluster's
+	ReasonManagementCluster       = "ManagementClusterUnavailable"
+	ReasonOutsideUpgradeWindow    = "OutsideUpgradeWindow"
+	ReasonAtReleaseImage          = "AtReleaseImage"
+	ReasonRolling                 = "Rolling"
+	ReasonNotReported             = "NotReportedByHostedCluster"
+	ReasonHostedClusterDeleting   = "HostedClusterDeleting"
+	ReasonDeleted                 = "Deleted"
+)
+
+// Keys of the report's data.
+const (
+	DataHostedCluster       = "hosted_cluster"        // namespace/name on the management cluster
+	DataAppliedReleaseImage = "applied_release_image" // spec.release.image as applied
+	DataDesiredReleaseImage = "desired_release_image" // the stream's image (differs while an upgrade waits)
+	DataCurrentVersion      = "current_version"       // the newest Completed version in status.version.history
+	DataUpgradeState        = "upgrade_state"         // the newest history entry's state: Partial or Completed
+	DataAPIEndpoint         = "api_endpoint"          // status.controlPlaneEndpoint as host:port
+	DataKubeconfigSecret    = "kubeconfig_secret"     //nolint:gosec // the name of a Secret, not a credential
+	DataNextUpgradeWindow   = "next_upgrade_window"   // RFC 3339, while an upgrade waits for the schedule
+)
+
+// Observed is what the applier reads back from a HostedCluster.
+type Observed struct {
+	ReleaseImage string // spec.release.image
+	Conditions   map[string]conditions.Reported
+	// History is status.version.history, newest first.
+	History        []HistoryEntry
+	APIEndpoint    string
+	Kubeconfig     string
+	Deleting       bool
+	ClusterIDLabel string
+}
+
+// HistoryEntry is one entry of status.version.history.
+type HistoryEntry struct {
+	State   string // Partial or Completed
+	Image   string
+	Version string
+}
+
+// observe reads what matters of a HostedCluster; nil gives the zero Observed.
+func observe(hc *unstructured.Unstructured) Observed {
+	var o Observed
+	if hc == nil {
+		return o
+	}
+	o.ReleaseImage = nestedString(hc.Object, "spec", "release", "image")
+	o.Deleting = hc.GetDeletionTimestamp() != nil
+	o.ClusterIDLabel = hc.GetLabels()[LabelClusterID]
+	o.Conditions = map[string]conditions.Reported{}
+	for _, item := range nestedSlice(hc.Object, "status", "conditions") {
+		c, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := c["type"].(string)
+		status, _ := c["status"].(string)
+		reason, _ := c["reason"].(string)
+		message, _ := c["message"].(string)
+		o.Conditions[typ] = conditions.Reported{Type: typ, Status: conditions.Status(status), Reason: reason, Message: message}
+	}
+	for _, item := range nestedSlice(hc.Object, "status", "version", "history") {
+		h, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		state, _ := h["state"].(string)
+		image, _ := h["image"].(string)
+		version, _ := h["version"].(string)
+		o.History = append(o.History, HistoryEntry{State: state, Image: image, Version: version})
+	}
+	if host := nestedString(hc.Object, "status", "controlPlaneEndpoint", "host"); host != "" {
+		port, found, err := unstructured.NestedInt64(hc.Object, "status", "controlPlaneEndpoint", "port")
+		if !found || err != nil {
+			port = 6443 // HyperShift's default when the endpoint names none
+		}
+		o.APIEndpoint = net.JoinHostPort(host, strconv.FormatInt(port, 10))
+	}
+	o.Kubeconfig = nestedString(hc.Object, "status", "kubeconfig", "name")
+	return o
+}
+
+// nestedString and nestedSlice read a field of a HostedCluster leniently: absent, or of another type than HyperShift
+// writes, it reads as empty, since a field HyperShift has not filled in yet is nothing to act on.
+func nestedString(obj map[string]any, path ...string) string {
+	v, found, err := unstructured.NestedString(obj, path...)
+	if !found || err != nil {
+		return ""
+	}
+	return v
+}
+
+func nestedSlice(obj map[string]any, path ...string) []any {
+	v, found, err := unstructured.NestedSlice(obj, path...)
+	if !found || err != nil {
+		return nil
+	}
+	return v
+}
+
+// currentVersion is the version of the newest Completed history entry.
+func (o *Observed) currentVersion() string {
+	for _, h := range o.History {
+		if h.State == "Completed" {
+			return h.Version
+		}
+	}
+	return ""
+}
+
+// Rollout is what to apply: the release image, and when the stream's newer image must wait for the schedule, why.
+type Rollout struct {
+	Image    string
+	Target   string    // the stream's image
+	Waiting  bool      // Target differs from Image because the schedule is closed
+	NextOpen time.Time // when Waiting: when the schedule opens next
+}
+
+// decideRollout picks the release image to apply: the stream's image when the cluster is new (a first
+// installation is not an upgrade), already runs it, or its schedule is open at now; otherwise the image it runs,
+// until NextOpen. A nil schedule is always open.
+func decideRollout(running, target string, sched *schedule.Schedule, now time.Time) Rollout {
+	if running == "" || running == target {
+		return Rollout{Image: target, Target: target}
+	}
+	state := sched.At(now)
+	if state.Open {
+		return Rollout{Image: target, Target: target}
+	}
+	return Rollout{Image: running, Target: target, Waiting: true, NextOpen: state.NextOpen}
+}
+
+// outcome computes the report from what was applied and what HyperShift reports. It is pure.
+func outcome(ref string, rollout Rollout, o Observed) adapter.Outcome {
+	out := adapter.Outcome{Data: map[string]any{
+		DataHostedCluster:       ref,
+		DataAppliedReleaseImage: rollout.Image,
+		DataDesiredReleaseImage: rollout.Target,
+	}}
+	if v := o.currentVersion(); v != "" {
+		out.Data[DataCurrentVersion] = v
+	}
+	if len(o.History) > 0 {
+		out.Data[DataUpgradeState] = o.History[0].State
+	}
+	if o.APIEndpoint != "" {
+		out.Data[DataAPIEndpoint] = o.APIEndpoint
+	}
+	if o.Kubeconfig != "" {
+		out.Data[DataKubeconfigSecret] = o.Kubeconfig
+	}
+	if available, ok := o.Conditions["Available"]; ok {
+		out.Available = conditions.Reported{Status: available.Status, Reason: orReason(available.Reason, ReasonNotReported), Message: available.Message}
+	} else {
+		out.Available = conditions.Reported{Status: conditions.False, Reason: ReasonWaitingForHostedCluster,
+			Message: "applied " + ref + "; HyperShift has not reported on it yet"}
+	}
+	for _, typ := range []string{ConditionProgressing, ConditionDegraded, ConditionValidReleaseImage} {
+		c, ok := o.Conditions[typ]
+		if !ok {
+			c = conditions.Reported{Type: typ, Status: conditions.Unknown, Reason: ReasonNotReported}
+		}
+		c.Reason = orReason(c.Reason, ReasonNotReported)
+		out.Conditions = append(out.Conditions, c)
+	}
+	pending := conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage,
+		Message: "the cluster is at its stream's release image"}
+	switch {
+	case rollout.Waiting:
+		next := rollout.NextOpen.UTC().Format(time.RFC3339)
+		pending = conditions.Reported{Type: ConditionUpgradePending, Status: conditions.True, Reason: ReasonOutsideUpgradeWindow,
+			Message: fmt.Sprintf("%s waits for the upgrade schedule, which opens next at %s", rollout.Target, next)}
+		out.Data[DataNextUpgradeWindow] = next
+	case o.ReleaseImage != "" && o.ReleaseImage != rollout.Image, len(o.History) > 0 && o.History[0].Image == rollout.Image && o.History[0].State != "Completed":
+		pending = conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonRolling,
+			Message: "rolling to " + rollout.Image}
+	}
+	out.Conditions = append(out.Conditions, pending)
+	return out
+}
+
+// settled reports whether HyperShift reports the cluster available at the applied image with nothing in progress:
+// from then on only the schedule, the stream or the spec can give the applier work.
+func settled(rollout Rollout, o Observed) bool {
+	available := o.Conditions["Available"].Status == conditions.True
+	progressing := o.Conditions[ConditionProgressing].Status == conditions.True
+	return available && !progressing && o.ReleaseImage == rollout.Image && len(o.History) > 0 &&
+		o.History[0].Image == rollout.Image && o.History[0].State == "Completed"
+}
+
+func orReason(reason, fallback string) string {
+	if reason == "" {
+		return fallback
+	}
+	return reason
+}
