@@ -14,7 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster"
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
@@ -38,12 +42,26 @@ type applierWorld struct {
 
 func startApplierWorld(tb testing.TB) *applierWorld {
 	tb.Helper()
+	return startApplierWorldIn(tb, "")
+}
+
+// startApplierWorldIn is startApplierWorld with the HostedClusters in namespace (created here), or in a fresh
+// namespace of their own when it is empty.
+func startApplierWorldIn(tb testing.TB, namespace string) *applierWorld {
+	tb.Helper()
 	s := startServerWith(tb, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {hostedcluster.Name}})
 	sim := startSim(tb, cincinnatisim.Series{Minors: []string{"4.15", "4.16"}, Patches: 3})
 	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
 		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond})
 	env := kubeenv.Start(tb)
-	w := &applierWorld{api: s, cincinati: sim, env: env, namespace: env.Namespace(tb, "clusters"),
+	if namespace == "" {
+		namespace = env.Namespace(tb, "clusters")
+	} else {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
+		_, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctxFor(tb), ns, metav1.CreateOptions{})
+		require.NoError(tb, err)
+	}
+	w := &applierWorld{api: s, cincinati: sim, env: env, namespace: namespace,
 		pull: filepath.Join(tb.TempDir(), "pull-secret.json")}
 	require.NoError(tb, os.WriteFile(w.pull, []byte(`{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
 	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: w.namespace, Delay: 300 * time.Millisecond,
@@ -329,4 +347,51 @@ func TestApplierKilledMidApplyConverges(t *testing.T) {
 		metav1.ListOptions{LabelSelector: hostedcluster.LabelClusterID + "=" + c.Id.String()})
 	require.NoError(t, err)
 	require.Len(t, secrets.Items, 1, "one pull secret")
+}
+
+// The applier works with exactly the rights adapters/hostedcluster/rbac.yaml grants its ServiceAccount: the file
+// is applied to the real kube-apiserver (which authorizes with RBAC) and the applier runs as that account.
+func TestApplierNeedsOnlyItsRole(t *testing.T) {
+	w := startApplierWorldIn(t, "clusters")
+	for _, doc := range strings.Split(string(hostedcluster.RBACManifest()), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj.Object))
+		gvr := map[string]schema.GroupVersionResource{
+			"ServiceAccount": {Version: "v1", Resource: "serviceaccounts"},
+			"Role":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+			"RoleBinding":    {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+		}[obj.GetKind()]
+		require.NotEmpty(t, gvr.Resource, "unexpected %s in rbac.yaml", obj.GetKind())
+		raw, err := obj.MarshalJSON()
+		require.NoError(t, err)
+		_, err = w.env.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctxFor(t), obj.GetName(), types.ApplyPatchType, raw,
+			metav1.PatchOptions{FieldManager: "test"})
+		require.NoError(t, err, "applying %s %s", obj.GetKind(), obj.GetName())
+	}
+	account := w.env.User(t, "system:serviceaccount:clusters:hostedcluster-applier", "system:serviceaccounts", "system:authenticated")
+	w.startApplier(t, nil, account)
+
+	stream := createStream(t, w.api, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
+	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
+	c := createClusterNamed(t, w.api, "least-privilege", "ocp-4-16", nil)
+	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
+	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, del.StatusCode())
+	eventually(t, "the cluster removed", func() bool {
+		resp, err := w.api.GetClusterWithResponse(ctxFor(t), c.Id)
+		require.NoError(t, err)
+		return resp.StatusCode() == http.StatusNotFound
+	})
+
+	// The same account may not touch another namespace.
+	_, err = dynamicFor(t, account).Resource(kubeenv.HostedClusters()).Namespace("default").List(ctxFor(t), metav1.ListOptions{})
+	require.Error(t, err)
+}
+
+func dynamicFor(tb testing.TB, cfg *rest.Config) dynamic.Interface {
+	tb.Helper()
+	client, err := dynamic.NewForConfig(cfg)
+	require.NoError(tb, err)
+	return client
 }

@@ -84,6 +84,8 @@ type Env struct {
 	// Kubeconfig is a kubeconfig document with Config's server, CA and client certificate; WriteKubeconfig puts
 	// it in a file for processes that take --kubeconfig.
 	Kubeconfig []byte
+
+	plane *envtest.Environment
 }
 
 // Start starts etcd and kube-apiserver, installs the HostedCluster and NodePool CRDs, waits until both are
@@ -129,6 +131,7 @@ func Start(tb testing.TB) *Env {
 	if err != nil {
 		tb.Fatalf("kubeenv: %v", err)
 	}
+	env.plane = te
 	// The API server warns that the CRD uses an OpenAPI format it does not know ("hostname"); that is HyperShift's
 	// business, not the test's, so the installing client does not print warnings.
 	quiet := rest.CopyConfig(cfg)
@@ -203,6 +206,18 @@ func newEnv(cfg *rest.Config, kubeconfig []byte) (*Env, error) {
 		return nil, fmt.Errorf("clientset: %w", err)
 	}
 	return &Env{Config: cfg, Dynamic: dyn, Clientset: cs, Kubeconfig: kubeconfig}, nil
+}
+
+// User returns a config that reaches the API server as the user name in groups, with no rights but what RBAC
+// grants that user: the API server authorizes with RBAC. A ServiceAccount's rights are tested as the user
+// "system:serviceaccount:<namespace>:<name>" in the group "system:serviceaccounts".
+func (e *Env) User(tb testing.TB, name string, groups ...string) *rest.Config {
+	tb.Helper()
+	user, err := e.plane.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		tb.Fatalf("kubeenv: adding user %s: %v", name, err)
+	}
+	return user.Config()
 }
 
 // WriteKubeconfig writes Kubeconfig to a file in a directory that tb removes at its end and returns the file's
