@@ -25,6 +25,12 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
 )
 
+// Set by the build (-ldflags -X).
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
 type config struct {
 	kubeconfig    string
 	namespace     string
@@ -58,6 +64,7 @@ func command(runFn func(context.Context, config) error) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:           "hypershift-sim",
+		Version:       version + " (" + build + ")",
 		Short:         "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -72,7 +79,7 @@ func command(runFn func(context.Context, config) error) *cobra.Command {
 	fs.StringVar(&cfg.namespace, "namespace", "", "namespace of the HostedClusters to simulate (default: all namespaces)")
 	fs.DurationVar(&cfg.delay, "delay", cfg.delay, "how long each rollout of a release image takes (0: at once)")
 	fs.DurationVar(&cfg.deletionDelay, "deletion-delay", cfg.deletionDelay, "how long after a deletion the finalizer is removed")
-	fs.StringVar(&cfg.version, "version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests)")
+	fs.StringVar(&cfg.version, "fallback-version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests) when no hyperfleet.io/release-version annotation does")
 	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
 	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
 	return cmd

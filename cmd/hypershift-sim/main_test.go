@@ -31,7 +31,7 @@ func TestCommandFlags(t *testing.T) {
 		}, false},
 		{"all flags", []string{
 			"--kubeconfig", "/k", "--namespace", "clusters", "--delay", "0", "--deletion-delay", "1m",
-			"--version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
+			"--fallback-version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
 		}, config{
 			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0", logLevel: "debug",
 		}, false},

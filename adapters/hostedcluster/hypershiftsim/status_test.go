@@ -2,6 +2,7 @@ package hypershiftsim
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,25 @@ func cond(tb testing.TB, s status, typ string) metav1.Condition {
 	c := meta.FindStatusCondition(s.Conditions, typ)
 	require.NotNil(tb, c, "condition %s", typ)
 	return *c
+}
+
+// A release pinned by digest carries no version the simulator can read; the version a client declares in the
+// release-version annotation stands in for the payload's, and a tag still wins over it.
+func TestNextStatusVersionHint(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		image, hint, want string
+	}{
+		{"quay.io/openshift-release-dev/ocp-release@sha256:" + strings.Repeat("a", 64), "4.16.3", "4.16.3"},
+		{"quay.io/openshift-release-dev/ocp-release@sha256:" + strings.Repeat("a", 64), "", "9.9.9"},
+		{image416, "4.99.0", "4.16.3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.image+" "+tt.hint, func(t *testing.T) {
+			cluster := hc(tt.image, 1)
+			cluster.VersionHint = tt.hint
+			got := nextStatus(status{}, cluster, t0, 0, "9.9.9").status
+			require.Equal(t, "Partial@"+tt.want, history(got)[0])
+		})
+	}
 }
