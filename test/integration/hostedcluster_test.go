@@ -49,6 +49,12 @@ func startApplierWorld(tb testing.TB) *applierWorld {
 // namespace of their own when it is empty.
 func startApplierWorldIn(tb testing.TB, namespace string) *applierWorld {
 	tb.Helper()
+	return startApplierWorldWithDelay(tb, namespace, 300*time.Millisecond)
+}
+
+// startApplierWorldWithDelay is startApplierWorldIn with hypershift-sim taking delay per rollout.
+func startApplierWorldWithDelay(tb testing.TB, namespace string, delay time.Duration) *applierWorld {
+	tb.Helper()
 	s := startServerWith(tb, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {hostedcluster.Name}})
 	sim := startSim(tb, cincinnatisim.Series{Minors: []string{"4.15", "4.16"}, Patches: 3})
 	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
@@ -64,7 +70,7 @@ func startApplierWorldIn(tb testing.TB, namespace string) *applierWorld {
 	w := &applierWorld{api: s, cincinati: sim, env: env, namespace: namespace,
 		pull: filepath.Join(tb.TempDir(), "pull-secret.json")}
 	require.NoError(tb, os.WriteFile(w.pull, []byte(`{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
-	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: w.namespace, Delay: 300 * time.Millisecond,
+	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: w.namespace, Delay: delay,
 		DeletionDelay: 200 * time.Millisecond, CreateSecrets: true, Logger: testLogger()})
 	runInBackground(tb, hs.Run)
 	return w
@@ -72,6 +78,12 @@ func startApplierWorldIn(tb testing.TB, namespace string) *applierWorld {
 
 // startApplier runs an applier replica against the world and returns its runner.
 func (w *applierWorld) startApplier(tb testing.TB, tune func(*adapter.Config), kube *rest.Config) *hostedcluster.Adapter {
+	tb.Helper()
+	return w.startApplierWith(tb, tune, kube, time.Second)
+}
+
+// startApplierWith is startApplier with the applier's progress interval.
+func (w *applierWorld) startApplierWith(tb testing.TB, tune func(*adapter.Config), kube *rest.Config, progress time.Duration) *hostedcluster.Adapter {
 	tb.Helper()
 	cfg := runtimeConfig(tb, w.api, hostedcluster.Name)
 	if tune != nil {
@@ -81,7 +93,7 @@ func (w *applierWorld) startApplier(tb testing.TB, tune func(*adapter.Config), k
 		kube = w.env.Config
 	}
 	a, err := hostedcluster.New(cfg, hostedcluster.Options{Namespace: w.namespace, PullSecretFile: w.pull,
-		ProgressInterval: time.Second, SyncTimeout: time.Minute}, kube, testLogger())
+		ProgressInterval: progress, SyncTimeout: time.Minute}, kube, testLogger())
 	require.NoError(tb, err)
 	runInBackground(tb, a.Run)
 	return a
