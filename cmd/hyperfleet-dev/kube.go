@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftcrd"
+)
+
+// kubeConfig is what `hyperfleet-dev kube` is configured with.
+type kubeConfig struct {
+	assets     string // etcd and kube-apiserver, as `make k8s-assets` builds them
+	dataDir    string // etcd's data, kept between runs
+	kubeconfig string // written for the processes that talk to this kube-apiserver
+	namespace  string
+}
+
+func devCacheDir() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "hyperfleet")
+}
+
+func kubeCommand() *cobra.Command {
+	cfg := kubeConfig{
+		assets:     filepath.Join(devCacheDir(), "k8s", "1.37.2"),
+		dataDir:    filepath.Join(devCacheDir(), "dev", "etcd"),
+		kubeconfig: filepath.Join(devCacheDir(), "dev", "kubeconfig"),
+		namespace:  "clusters",
+	}
+	if v := os.Getenv("KUBEBUILDER_ASSETS"); v != "" {
+		cfg.assets = v
+	}
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Run a local kube-apiserver with HyperShift's CRDs until interrupted",
+		Long: `Runs etcd and kube-apiserver from the binaries 'make k8s-assets' builds, installs HyperShift's HostedCluster and
+NodePool CRDs and the namespace for HostedClusters, writes a kubeconfig for them, and runs until interrupted.
+etcd keeps its data between runs. No HyperShift operator runs: start hypershift-sim against the kubeconfig.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			return runKube(cmd.Context(), cfg, log)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.assets, "assets", cfg.assets, "directory with etcd and kube-apiserver (make k8s-assets; $KUBEBUILDER_ASSETS)")
+	fs.StringVar(&cfg.dataDir, "data-dir", cfg.dataDir, "etcd's data directory, kept between runs")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig-out", cfg.kubeconfig, "where to write the kubeconfig of this kube-apiserver")
+	fs.StringVar(&cfg.namespace, "namespace", cfg.namespace, "namespace to create for HostedClusters")
+	return cmd
+}
+
+func runKube(ctx context.Context, cfg kubeConfig, log *slog.Logger) error {
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(cfg.assets, bin)); err != nil {
+			return fmt.Errorf("no %s in %s: build the Kubernetes binaries first with `make k8s-assets` (once; 6–25 min cold)", bin, cfg.assets)
+		}
+	}
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return fmt.Errorf("etcd data dir: %w", err)
+	}
+	ctrllog.SetLogger(logr.Discard()) // envtest's start-up notes; failures come back as errors
+	started := time.Now()
+	env := &envtest.Environment{BinaryAssetsDirectory: cfg.assets, ControlPlaneStartTimeout: 2 * time.Minute}
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(cfg.assets, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(cfg.assets, "etcd"), DataDir: cfg.dataDir}
+	rc, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("start etcd and kube-apiserver: %w", err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			log.Warn("stopping kube-apiserver and etcd", slog.Any("error", err))
+		}
+	}()
+	if err := prepare(ctx, rc, cfg.namespace); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.kubeconfig), 0o700); err != nil {
+		return fmt.Errorf("kubeconfig dir: %w", err)
+	}
+	if err := os.WriteFile(cfg.kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	log.Info("kube-apiserver ready", slog.String("server", rc.Host), slog.String("kubeconfig", cfg.kubeconfig),
+		slog.String("namespace", cfg.namespace), slog.String("started_in", time.Since(started).Round(10*time.Millisecond).String()))
+	<-ctx.Done()
+	log.Info("stopping kube-apiserver and etcd")
+	return nil
+}
+
+// prepare installs HyperShift's CRDs and creates the namespace for HostedClusters.
+func prepare(ctx context.Context, rc *rest.Config, namespace string) error {
+	quiet := rest.CopyConfig(rc)
+	quiet.WarningHandler = rest.NoWarnings{} // HyperShift's CRD uses an OpenAPI format the server does not know
+	client, err := dynamic.NewForConfig(quiet)
+	if err != nil {
+		return err
+	}
+	installCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := hypershiftcrd.Install(installCtx, client, "hyperfleet-dev"); err != nil {
+		return fmt.Errorf("install the HyperShift CRDs: %w", err)
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
+	_, err = client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(installCtx, ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+

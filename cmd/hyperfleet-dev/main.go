@@ -1,0 +1,42 @@
+// Command hyperfleet-dev runs development infrastructure for HyperFleet on one machine.
+//
+//	hyperfleet-dev kube     a local kube-apiserver with HyperShift's CRDs, for hostedcluster-applier and hypershift-sim
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Set by the build (-ldflags -X).
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := rootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hyperfleet-dev:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hyperfleet-dev",
+		Short:         "Development infrastructure for HyperFleet on one machine",
+		Version:       version + " (" + build + ")",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(kubeCommand())
+	return root
+}
