@@ -131,4 +131,3 @@ func prepare(ctx context.Context, rc *rest.Config, namespace string) error {
 	}
 	return nil
 }
-
