@@ -192,7 +192,7 @@ func TestWatchKeysFollowsTheKeyFile(t *testing.T) {
 	sim := hivelocitysim.New(hivelocitysim.Options{APIKeys: []string{"k1"}})
 	h := sim.Handler()
 	status := func(key string) int {
-		req := httptest.NewRequest(http.MethodGet, "/ssh_key/", nil)
+		req := httptest.NewRequest(http.MethodGet, "/ssh_key/", http.NoBody)
 		req.Header.Set(hivelocitysim.HeaderAPIKey, key)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

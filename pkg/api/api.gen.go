@@ -456,11 +456,11 @@ type ClusterSpec struct {
 }
 
 // HostedClusterConfiguration Cluster configuration passed through to the HostedCluster's `spec.configuration` as written (in
-// OpenShift's camelCase config.openshift.io form); the management cluster validates it.
+// OpenShift's camelCase config.openshift.io form); the management cluster validates it. Feature gates
+// are not offered: a TechPreview feature set makes a cluster impossible to upgrade.
 type HostedClusterConfiguration struct {
 	ApiServer      *map[string]interface{} `json:"api_server,omitempty"`
 	Authentication *map[string]interface{} `json:"authentication,omitempty"`
-	FeatureGate    *map[string]interface{} `json:"feature_gate,omitempty"`
 	Image          *map[string]interface{} `json:"image,omitempty"`
 	Ingress        *map[string]interface{} `json:"ingress,omitempty"`
 	Oauth          *map[string]interface{} `json:"oauth,omitempty"`
@@ -575,7 +575,8 @@ type HostedClusterToleration struct {
 // (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 type HostedClusterSpec struct {
 	// Configuration Cluster configuration passed through to the HostedCluster's `spec.configuration` as written (in
-	// OpenShift's camelCase config.openshift.io form); the management cluster validates it.
+	// OpenShift's camelCase config.openshift.io form); the management cluster validates it. Feature gates
+	// are not offered: a TechPreview feature set makes a cluster impossible to upgrade.
 	Configuration                *HostedClusterConfiguration                           `json:"configuration,omitempty"`
 	ControllerAvailabilityPolicy *ClusterSpecHostedClusterControllerAvailabilityPolicy `json:"controller_availability_policy,omitempty"`
 	Dns                          *HostedClusterDNS                                     `json:"dns,omitempty"`

@@ -298,9 +298,11 @@ func TestHivelocityRidesOutARateLimitStorm(t *testing.T) {
 		}
 		require.LessOrEqual(t, n, rps+burst, "%d requests within a second of request %d", n, r.Seq)
 	}
-	// The first 429 pauses every call until the storm's end: only requests already on their way meet it.
+	// The first 429 pauses every call until the storm's end: only requests already on their way meet it (a pass
+	// sends at most ClaimConcurrency, 8, at once).
+	t.Logf("%d requests, %d answered 429", len(log), limited)
 	require.Positive(t, limited)
-	require.LessOrEqual(t, limited, 5, "the provisioner kept calling into the storm")
+	require.LessOrEqual(t, limited, 8, "the provisioner kept calling into the storm")
 }
 
 // A key Hivelocity refuses is reported as CredentialsValid=False; once the key file holds a valid key, the

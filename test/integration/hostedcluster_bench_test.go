@@ -123,7 +123,7 @@ func BenchmarkApplier1000Clusters(b *testing.B) {
 				"status.phase%20%3D%20%27Ready%27")
 			require.NoError(b, err)
 			m := readyTotal.FindStringSubmatch(readAll(b, resp))
-			if m != nil && m[1] == strconv.Itoa(clusters) {
+			if len(m) == 2 && m[1] == strconv.Itoa(clusters) {
 				break
 			}
 			require.True(b, time.Now().Before(deadline), "not all clusters Ready within 10 minutes")

@@ -61,9 +61,10 @@ func (s *Simulator) AdminHandler() http.Handler {
 			id = int32(n)
 		}
 		out := []Request{}
-		for _, req := range s.Requests() {
-			if (id == 0 || req.DeviceID == id) && (q.Get("op") == "" || string(req.Op) == q.Get("op")) {
-				out = append(out, req)
+		all := s.Requests()
+		for i := range all {
+			if req := &all[i]; (id == 0 || req.DeviceID == id) && (q.Get("op") == "" || string(req.Op) == q.Get("op")) {
+				out = append(out, *req)
 			}
 		}
 		adminJSON(w, http.StatusOK, out)

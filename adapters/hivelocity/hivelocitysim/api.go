@@ -113,8 +113,11 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		// A body cut short fails to decode and is answered 400.
-		c.body, _ = io.ReadAll(io.LimitReader(r.Body, maxBody))
+		// A body that cannot be read whole is no body: the operation answers 400, as it does for a missing one.
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err == nil {
+			c.body = body
+		}
 	}
 
 	s.mu.Lock()
@@ -298,7 +301,7 @@ func isFQDN(h string) bool {
 			return false
 		}
 		for _, r := range l {
-			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			if r != '-' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
 				return false
 			}
 		}
@@ -396,7 +399,7 @@ func (s *Simulator) listOperatingSystemsOp(c *call) answer {
 
 // decodeBody decodes a JSON request body; an empty body is an error, unknown fields are ignored as the API does.
 func decodeBody(body []byte, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if strings.TrimSpace(string(body)) == "" {
 		return fmt.Errorf("a JSON body is required")
 	}
 	return json.Unmarshal(body, v)

@@ -131,7 +131,8 @@ func cloneTags(tags []string) []string {
 // unknown power state, or an ID used twice in the call.
 func (s *Simulator) Seed(devices ...Device) error {
 	seen := map[int32]bool{}
-	for _, d := range devices {
+	for i := range devices {
+		d := &devices[i]
 		if err := d.validate(); err != nil {
 			return err
 		}
@@ -142,7 +143,8 @@ func (s *Simulator) Seed(devices ...Device) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, d := range devices {
+	for i := range devices {
+		d := devices[i] // a copy: withDefaults fills it in
 		p, known := s.products[d.ProductID]
 		if !known {
 			p = Product{ID: d.ProductID, Name: d.ProductName, OperatingSystems: DefaultOperatingSystems()}
@@ -281,7 +283,6 @@ func (s *Simulator) advanceReload(d *DeviceState, now time.Time) {
 type reloadUpdate struct {
 	osName, hostname, script string
 	sshKeyID                 int32
-	tags                     []string
 }
 
 // startReload starts a reload of d at now: the device goes OFF at once and reports RELOADING; hostname, script

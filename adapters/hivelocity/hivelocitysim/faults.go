@@ -274,8 +274,8 @@ func (s *Simulator) staleList(current []bareMetalDevice, now time.Time) ([]bareM
 
 func cloneList(list []bareMetalDevice) []bareMetalDevice {
 	out := make([]bareMetalDevice, len(list))
-	for i, d := range list {
-		out[i] = d.clone()
+	for i := range list {
+		out[i] = list[i].clone()
 	}
 	return out
 }

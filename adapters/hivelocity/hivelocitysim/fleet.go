@@ -86,8 +86,8 @@ func ParseDevices(data []byte) ([]Device, error) {
 	if err := dec.Decode(&devices); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidDevice, err)
 	}
-	for _, d := range devices {
-		if err := d.validate(); err != nil {
+	for i := range devices {
+		if err := devices[i].validate(); err != nil {
 			return nil, err
 		}
 	}

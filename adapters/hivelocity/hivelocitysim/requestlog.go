@@ -82,8 +82,8 @@ func (s *Simulator) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		out[i] = r.clone()
+	for i := range s.requests {
+		out[i] = s.requests[i].clone()
 	}
 	return out
 }
@@ -94,8 +94,8 @@ func (s *Simulator) RequestsFor(id int32) []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Request
-	for _, r := range s.requests {
-		if r.DeviceID == id {
+	for i := range s.requests {
+		if r := &s.requests[i]; r.DeviceID == id {
 			out = append(out, r.clone())
 		}
 	}
