@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/jsonb"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
@@ -258,6 +259,15 @@ func decodeStrict(r *http.Request, v any) error {
 	}
 	if dec.More() {
 		return &resource.Error{Code: resource.CodeMalformed, Message: "the body must be a single JSON object"}
+	}
+	// Valid JSON that PostgreSQL's jsonb would refuse is bad input, decided here before anything is stored.
+	if p := jsonb.Check(body); p != nil {
+		field := p.Path
+		if field == "" {
+			field = "(body)"
+		}
+		return &resource.Error{Code: resource.CodeUnstorable, Message: "a value cannot be stored: " + p.Error(),
+			Fields: []resource.FieldError{{Field: field, Message: p.Reason}}}
 	}
 	return nil
 }

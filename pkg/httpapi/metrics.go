@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -35,9 +36,31 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	return m, nil
 }
 
+// observe counts one request. Every label takes its values from a closed set, whatever the client sends: a method
+// outside the standard ones is "OTHER", a path no route matches is "unmatched" (routeTemplate), and the status is
+// one the server wrote. An unauthenticated caller can thus never add series.
 func (m *httpMetrics) observe(method, route string, status int, elapsed time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	method = knownMethod(method)
+	m.requests.WithLabelValues(method, route, statusLabel(status)).Inc()
 	m.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
+}
+
+// knownMethod returns method if it is one of HTTP's standard methods, else "OTHER".
+func knownMethod(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
+}
+
+// statusLabel returns the status as a label; anything outside HTTP's range (a handler's bug) is one value.
+func statusLabel(status int) string {
+	if status < 100 || status > 599 {
+		return "invalid"
+	}
+	return strconv.Itoa(status)
 }
 
 // DomainMetrics counts status writes and aggregation outcomes; it is the resource.Observer the server installs.

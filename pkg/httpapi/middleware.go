@@ -95,7 +95,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				level = slog.LevelError
 			}
 			s.log.LogAttrs(r.Context(), level, "request",
-				slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
+				slog.String("request_id", id), slog.String("method", knownMethod(r.Method)), slog.String("route", route),
 				slog.String("path", r.URL.Path), slog.Int("status", rec.status),
 				slog.String("identity", identity),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
@@ -127,6 +127,13 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 
 func tooLarge(limit int64) error {
 	return resource.Errorf(resource.CodeTooLarge, "the request body is over the limit of %d bytes", limit)
+}
+
+// isDataException reports whether the database refused a value (SQLSTATE class 22: invalid text, numeric out of
+// range, untranslatable character, …).
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22"
 }
 
 // isUnavailable tells a database outage (connection refused, reset, admin shutdown) from a bug.

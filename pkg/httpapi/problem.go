@@ -22,6 +22,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeInternalField:      http.StatusUnprocessableEntity,
 	resource.CodeUnprocessable:      http.StatusUnprocessableEntity,
 	resource.CodeImmutable:          http.StatusUnprocessableEntity,
+	resource.CodeUnstorable:         http.StatusBadRequest,
 	resource.CodeNotFound:           http.StatusNotFound,
 	resource.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
 	resource.CodeNameTaken:          http.StatusConflict,
@@ -42,7 +43,13 @@ var statusOf = map[resource.Code]int{
 // that carries only the request id, so internals never leak to clients.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var e *resource.Error
-	if !errors.As(err, &e) {
+	if !errors.As(err, &e) && isDataException(err) {
+		// SQLSTATE class 22 is the database refusing a value: bad input that got past the checks, never a fault of
+		// the server's. It is answered as such, and the checks that should have caught it are the bug to fix.
+		log.WarnContext(r.Context(), "the database refused a value the API let through", "error", err)
+		e = &resource.Error{Code: resource.CodeUnstorable, Message: "a value in the request cannot be stored"}
+	}
+	if e == nil {
 		if r.Context().Err() != nil {
 			// The client went away; nobody reads the answer and it is no server fault.
 			log.InfoContext(r.Context(), "request cancelled", "error", err)

@@ -18,6 +18,7 @@ const (
 	CodeInternalField      Code = "HYPERFLEET-VAL-005" // a non-admin wrote an internal spec field
 	CodeUnprocessable      Code = "HYPERFLEET-VAL-006" // well-formed but not acceptable in the resource's state
 	CodeImmutable          Code = "HYPERFLEET-VAL-007" // a spec field that cannot change after create was changed
+	CodeUnstorable         Code = "HYPERFLEET-VAL-008" // a JSON value that cannot be stored (NUL, bad UTF-8, huge numbers)
 	CodeNotFound           Code = "HYPERFLEET-NTF-001"
 	CodeMethodNotAllowed   Code = "HYPERFLEET-NTF-002"
 	CodeNameTaken          Code = "HYPERFLEET-CNF-001"

@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+)
+
+// Requests with made-up methods, sent without a token, must not create metric series: every label comes from a
+// closed set. (An attack run grew 320,000 series from 20,000 such requests.)
+func TestMadeUpMethodsDoNotGrowMetrics(t *testing.T) {
+	s, _ := startSecuredServer(t)
+	seriesCount := func() int {
+		n := 0
+		for _, line := range strings.Split(scrape(t, s.metrics+"/metrics"), "\n") {
+			if strings.HasPrefix(line, "hyperfleet_api_requests_total{") || strings.HasPrefix(line, "hyperfleet_api_request_duration_seconds_count{") {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 2000 {
+		for _, path := range []string{"/api/hyperfleet/v1/clusters", "/api/hyperfleet/v1/nothing/" + fmt.Sprint(i), "/x"} {
+			req, err := http.NewRequest(fmt.Sprintf("X%06d", i), s.base+path, http.NoBody)
+			require.NoError(t, err)
+			resp, err := http.DefaultClient.Do(req) // not the contract transport: these are not operations of the API
+			require.NoError(t, err)
+			_ = readAll(t, resp)
+			require.Less(t, resp.StatusCode, 500)
+		}
+	}
+	metrics := scrape(t, s.metrics+"/metrics")
+	require.NotContains(t, metrics, `method="X0`)
+	require.NotContains(t, metrics, `route="/api/hyperfleet/v1/nothing`)
+	require.Contains(t, metrics, `method="OTHER"`)
+	require.LessOrEqual(t, seriesCount(), 10, "6,000 requests with made-up methods and paths must fall into a handful of series")
+}
+
+// Values Go's JSON accepts and PostgreSQL's jsonb refuses are 400 HYPERFLEET-VAL-008 naming the field, on every
+// write endpoint, decided before the database is touched; nothing is stored.
+func TestValuesPostgreSQLRefusesAre400(t *testing.T) {
+	s := startServer(t)
+	c := createCluster(t, s, "target", nil)
+	np := createNodePool(t, s, c, "pool", 1)
+	now := time.Now().UTC().Format(time.RFC3339)
+	report := func(extra string) string {
+		return `{"adapter":"applier","observed_generation":1,"observed_time":"` + now + `",` + extra + `}`
+	}
+	tests := []struct {
+		name, method, path, contentType, body, field string
+	}{
+		{"NUL in a label", http.MethodPost, "/api/hyperfleet/v1/clusters", "application/json",
+			`{"name":"nul","labels":{"env":"a\u0000b"},"spec":{"version_stream":"stable-4-16"}}`, "labels.env"},
+		{"NUL in the base domain", http.MethodPost, "/api/hyperfleet/v1/clusters", "application/json",
+			`{"name":"nul","spec":{"version_stream":"stable-4-16","hosted_cluster":{"dns":{"base_domain":"a\u0000.com"}}}}`,
+			"spec.hosted_cluster.dns.base_domain"},
+		{"lone surrogate in a label patch", http.MethodPatch, c.Href, "application/merge-patch+json",
+			`{"labels":{"team":"\ud800"}}`, "labels.team"},
+		{"NUL in userdata", http.MethodPost, c.Href + "/nodepools", "application/json",
+			`{"name":"nul","spec":{"replicas":1,"platform":{"hivelocity":{"device_type":"s1","region":"LAX2","userdata":"#cloud-config\u0000"}}}}`,
+			"spec.platform.hivelocity.userdata"},
+		{"NUL in a selector key", http.MethodPatch, np.Href, "application/merge-patch+json",
+			`{"spec":{"platform":{"hivelocity":{"selector":{"ra\u0000ck":"a"}}}}}`, "spec.platform.hivelocity.selector"},
+		{"invalid UTF-8 in a label", http.MethodPost, "/api/hyperfleet/v1/versionstreams", "application/json",
+			"{\"name\":\"bad\",\"labels\":{\"x\":\"\xc0\xaf\"},\"spec\":{\"target_version\":\"4.16\"}}", "labels.x"},
+		{"NUL in status data", http.MethodPut, c.Href + "/statuses", "application/json",
+			report(`"conditions":[{"type":"Available","status":"True"}],"data":{"x":"\u0000"}`), "data.x"},
+		{"NUL in status metadata", http.MethodPost, np.Href + "/statuses", "application/json",
+			report(`"conditions":[{"type":"Available","status":"True"}],"metadata":{"\u0000":1}`), "metadata"},
+		{"lone surrogate in a condition message", http.MethodPut, c.Href + "/statuses", "application/json",
+			report(`"conditions":[{"type":"Available","status":"True","message":"\udc00"}]`), "conditions[0].message"},
+		{"a number too small for numeric", http.MethodPut, c.Href + "/statuses", "application/json",
+			report(`"conditions":[{"type":"Available","status":"True"}],"data":{"x":1e-100000}`), "data.x"},
+		{"a number with too many decimals", http.MethodPut, c.Href + "/statuses", "application/json",
+			report(`"conditions":[{"type":"Available","status":"True"}],"data":{"x":0.` + strings.Repeat("7", 20000) + `}`), "data.x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, s.base+tt.path, strings.NewReader(tt.body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", tt.contentType)
+			resp, err := s.http.Do(req)
+			require.NoError(t, err)
+			body := readAll(t, resp)
+			p := problem(t, resp, []byte(body), http.StatusBadRequest, "HYPERFLEET-VAL-008")
+			require.Equal(t, tt.field, deref(p.Errors)[0].Field, body)
+		})
+	}
+	// Nothing was stored: no new resources, no reports, the label untouched.
+	clusters, err := s.ListClustersWithResponse(ctxFor(t), nil)
+	require.NoError(t, err)
+	require.Len(t, clusters.JSON200.Items, 1)
+	streams, err := s.ListVersionStreamsWithResponse(ctxFor(t), &api.ListVersionStreamsParams{Search: ptr("name = 'bad'")})
+	require.NoError(t, err)
+	require.Empty(t, streams.JSON200.Items)
+	statuses, err := s.ListClusterStatusesWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.Empty(t, statuses.JSON200.Items)
+	got, err := s.GetClusterWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.NotContains(t, got.JSON200.Labels, "team")
+}
