@@ -1,0 +1,225 @@
+package hivelocity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
+)
+
+// remediate gives up on every device whose reload failed or ran past the pool's timeouts: it tags it
+// caphv-permanent-error=<why> and drops the provisioner's tags, which takes it out of the pool (and out of every
+// pool's reach until an operator removes the tag). fill then claims a replacement.
+func (p *pass) remediate(ctx context.Context) {
+	now := p.now()
+	gone := map[*member]bool{}
+	for _, m := range p.members {
+		why, stuck := stuckWhy(m, now, p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince)
+		if !stuck || p.paused() {
+			continue
+		}
+		if err := p.write(ctx, m, permanentError(m.dev.Tags, why)); err != nil {
+			p.failed(err)
+			continue
+		}
+		p.r.log.Warn("device marked with a permanent error and replaced", slog.String("pool", p.pool.ID),
+			slog.Int("device_id", int(m.dev.ID)), slog.Int("slot", m.own.Slot), slog.String("why", why))
+		p.remediated = append(p.remediated, remediation{DeviceID: m.dev.ID, Slot: m.own.Slot,
+			Why: KeyPermanentError + "=" + why, At: now.UTC().Truncate(time.Second)})
+		gone[m] = true
+	}
+	p.members = dropMembers(p.members, gone)
+}
+
+// release carries the release of devices on: the ones the plan gives up, and the ones being wiped. A claimed
+// device was never reloaded by the pool and is only untagged; a reloaded one is shut down, wiped (reloaded with
+// no user data, SSH key or pool hostname) and then untagged. A device still reloading for the pool is released
+// once its reload ends, and a claim another replica may still lose is left to settle.
+func (p *pass) release(ctx context.Context, ms []*member) {
+	for _, m := range ms {
+		if p.paused() {
+			return
+		}
+		switch {
+		case !m.settled:
+			p.changing()
+		case m.state == StateClaimed:
+			p.strip(ctx, m)
+		case m.state == StateReady || m.state == StateOutdated || m.state == StateOff:
+			p.powerOffThen(ctx, m, p.wipe)
+		default: // reloading, installing: wait for the reload to end
+			p.waiting()
+		}
+	}
+	for _, m := range slices.Clone(p.members) { // strip drops members
+		if m.state != StateReleasing || p.paused() {
+			continue
+		}
+		if m.ended && !m.failed {
+			p.strip(ctx, m)
+			continue
+		}
+		p.waiting()
+	}
+}
+
+// progress carries on with the pool's kept devices: claimed ones are shut down and reloaded (by the replica that
+// claimed them, or by any once the claimer had time enough), reloaded ones that are off are booted, and the
+// plan's outdated device is re-provisioned.
+func (p *pass) progress(ctx context.Context, pl plan) {
+	for _, m := range pl.keep {
+		if p.paused() {
+			return
+		}
+		switch {
+		case m.state == StateClaimed && m.adopted:
+			p.powerOffThen(ctx, m, p.provision)
+		case m == pl.roll:
+			p.powerOffThen(ctx, m, p.provision)
+		case m.state == StateOff && m.current:
+			p.boot(ctx, m)
+		case m.state == StateReloading || m.state == StateInstalling || m.state == StateOutdated:
+			p.waiting() // for a reload to end: its own, or the one the roll waits for
+		case m.state != StateReady:
+			p.changing()
+		}
+	}
+}
+
+// powerOffThen calls next once the device is off: it asks a running device to shut down, and if the device
+// ignores that for ShutdownTimeout, calls next with skipPowerCheck (the reload then powers it off itself).
+func (p *pass) powerOffThen(ctx context.Context, m *member, next func(ctx context.Context, m *member, skipPowerCheck bool)) {
+	if m.dev.Power == hvclient.PowerOff {
+		next(ctx, m, false)
+		return
+	}
+	now := p.now()
+	asked := p.r.notes.get(m.dev.ID).shutdownAt
+	switch {
+	case asked.IsZero():
+		p.changing()
+		if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerShutdown); err != nil && !errors.Is(err, hvclient.ErrRejected) {
+			p.failed(err)
+			return
+		}
+		p.r.devices.invalidate()
+		p.r.notes.update(m.dev.ID, now, func(n *notes) { n.shutdownAt = now })
+		p.wakeAt(now.Add(p.r.s.ShutdownTimeout))
+	case now.Sub(asked) >= p.r.s.ShutdownTimeout:
+		next(ctx, m, true)
+	default:
+		p.changing()
+		p.wakeAt(asked.Add(p.r.s.ShutdownTimeout))
+	}
+}
+
+// provision starts the reload that provisions m with the pool's spec: its OS (as the product names it), its
+// hostname, SSH key and user data, and the ownership tags with the spec hash and the reload's start.
+func (p *pass) provision(ctx context.Context, m *member, skipPowerCheck bool) {
+	osName, err := p.r.lookups.osName(ctx, m.dev.ProductID, p.pool.OSName)
+	if err != nil {
+		p.failed(err)
+		return
+	}
+	keyID, err := p.r.lookups.sshKeyID(ctx, p.pool.SSHKeyName)
+	if err != nil {
+		p.failed(err)
+		return
+	}
+	now := p.now()
+	own := m.own
+	own.Cluster, own.NodePool, own.Spec = p.pool.ClusterID, p.pool.ID, p.pool.Spec
+	own.ReloadAt, own.ReleaseAt = now.Truncate(time.Second), time.Time{}
+	r := hvclient.Reload{OSName: osName, Hostname: p.pool.Hostname(own.Slot), Script: p.pool.Userdata, SSHKeyID: keyID,
+		Tags: withOwnership(m.dev.Tags, own), SkipPowerCheck: skipPowerCheck}
+	p.reload(ctx, m, own, r, StateReloading)
+}
+
+// wipe starts the reload that releases m: no user data, no SSH key, a spare's hostname, and tags that keep the
+// device the pool's (so that no pool claims it mid-wipe) and say it is being released.
+func (p *pass) wipe(ctx context.Context, m *member, skipPowerCheck bool) {
+	osName := m.dev.OSName
+	if osName == "" {
+		var err error
+		if osName, err = p.r.lookups.osName(ctx, m.dev.ProductID, p.pool.OSName); err != nil {
+			p.failed(err)
+			return
+		}
+	}
+	at := p.now().Truncate(time.Second)
+	own := Ownership{Cluster: m.own.Cluster, NodePool: m.own.NodePool, Slot: -1, ReloadAt: at, ReleaseAt: at}
+	r := hvclient.Reload{OSName: osName, Hostname: fmt.Sprintf("spare-%d.%s", m.dev.ID, p.r.s.BaseDomain),
+		Tags: withOwnership(m.dev.Tags, own), SkipPowerCheck: skipPowerCheck}
+	p.reload(ctx, m, own, r, StateReleasing)
+}
+
+// reload sends a reload and notes it. A refusal (the device is already reloading, or still on) is not a failure:
+// the next pass sees why.
+func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.Reload, state State) {
+	p.waiting()
+	err := p.r.api.Reload(ctx, m.dev.ID, r)
+	if err != nil {
+		p.changing()
+		if !errors.Is(err, hvclient.ErrRejected) {
+			p.failed(err)
+			return
+		}
+		p.r.log.Info("reload refused", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.Any("error", err))
+		p.r.devices.invalidate()
+		return
+	}
+	now := p.now()
+	p.r.devices.invalidate()
+	p.r.notes.wrote(m.dev.ID, r.Tags, now, p.r.s.ClaimSettle)
+	p.r.notes.update(m.dev.ID, now, func(n *notes) {
+		reloadNotes(n, own.ReloadAt)
+		n.startedAt, n.osBefore, n.osTarget, n.shutdownAt = now, m.dev.OSName, r.OSName, time.Time{}
+	})
+	p.r.log.Info("reload started", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)),
+		slog.String("hostname", r.Hostname), slog.String("os", r.OSName), slog.Bool("release", state == StateReleasing))
+	m.own, m.dev.Tags, m.dev.Power, m.status = own, r.Tags, hvclient.PowerOff, nil
+	m.state, m.ended, m.failed, m.current, m.since = state, false, false, own.Spec == p.pool.Spec, now
+	p.wakeAt(own.ReloadAt.Add(p.pool.OffTimeout))
+}
+
+// strip removes the provisioner's tags from a device, which leaves the pool; the operator's tags stay.
+func (p *pass) strip(ctx context.Context, m *member) {
+	tags := m.dev.Tags
+	if m.status != nil {
+		tags = m.status.Tags
+	}
+	if err := p.write(ctx, m, operatorTags(tags)); err != nil {
+		p.failed(err)
+		return
+	}
+	p.r.notes.update(m.dev.ID, p.now(), func(n *notes) { n.shutdownAt, n.wonClaim = time.Time{}, "" })
+	p.r.log.Info("device released", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)))
+	p.members = dropMembers(p.members, map[*member]bool{m: true})
+}
+
+// boot powers on a provisioned device found off.
+func (p *pass) boot(ctx context.Context, m *member) {
+	p.changing()
+	if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerBoot); err != nil && !errors.Is(err, hvclient.ErrRejected) {
+		p.failed(err)
+		return
+	}
+	p.r.devices.invalidate()
+}
+
+// write replaces m's tags and notes the write.
+func (p *pass) write(ctx context.Context, m *member, tags []string) error {
+	p.changing()
+	if err := p.r.api.SetTags(ctx, m.dev.ID, tags); err != nil {
+		return err
+	}
+	p.r.devices.invalidate()
+	p.r.notes.wrote(m.dev.ID, tags, p.now(), p.r.s.ClaimSettle)
+	m.dev.Tags = tags
+	m.own, _ = ownershipOf(tags)
+	return nil
+}
