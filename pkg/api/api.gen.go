@@ -409,7 +409,7 @@ type Cluster struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels      Labels         `json:"labels"`
 	Name        string         `json:"name"`
 	Spec        ClusterSpec    `json:"spec"`
@@ -420,7 +420,7 @@ type Cluster struct {
 
 // ClusterCreate defines model for ClusterCreate.
 type ClusterCreate struct {
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels     `json:"labels,omitempty"`
 	Name   string      `json:"name"`
 	Spec   ClusterSpec `json:"spec"`
@@ -657,7 +657,7 @@ type HivelocityPlatform struct {
 	Userdata *string `json:"userdata,omitempty"`
 }
 
-// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 type Labels map[string]string
 
 // NodePool defines model for NodePool.
@@ -671,7 +671,7 @@ type NodePool struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels          Labels          `json:"labels"`
 	Name            string          `json:"name"`
 	OwnerReferences ObjectReference `json:"owner_references"`
@@ -688,7 +688,7 @@ type NodePool struct {
 
 // NodePoolCreate defines model for NodePoolCreate.
 type NodePoolCreate struct {
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
 
@@ -776,7 +776,7 @@ type ResourceMeta struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels      Labels         `json:"labels"`
 	Name        string         `json:"name"`
 	Status      ResourceStatus `json:"status"`
@@ -822,7 +822,7 @@ type SparseResource struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels          *Labels                 `json:"labels,omitempty"`
 	Name            *string                 `json:"name,omitempty"`
 	OwnerReferences *ObjectReference        `json:"owner_references,omitempty"`
@@ -843,7 +843,7 @@ type UpgradeSchedule struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels Labels `json:"labels"`
 	Name   string `json:"name"`
 
@@ -861,7 +861,7 @@ type UpgradeSchedule struct {
 
 // UpgradeScheduleCreate defines model for UpgradeScheduleCreate.
 type UpgradeScheduleCreate struct {
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
 
@@ -935,7 +935,7 @@ type VersionStream struct {
 	Id          openapi_types.UUID `json:"id"`
 	Kind        string             `json:"kind"`
 
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels Labels `json:"labels"`
 	Name   string `json:"name"`
 
@@ -950,7 +950,7 @@ type VersionStream struct {
 
 // VersionStreamCreate defines model for VersionStreamCreate.
 type VersionStreamCreate struct {
-	// Labels Key/value labels; keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
 

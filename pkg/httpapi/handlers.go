@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -67,6 +68,85 @@ type listJSON struct {
 	Items []any  `json:"items"`
 }
 
+// listHead is the list envelope's members that are known before the items: listWriter writes them first and
+// total last, so that a page goes to the client item by item as the database hands the rows over.
+type listHead struct {
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+	Size int    `json:"size"`
+}
+
+// errWrite marks a failure to write to the client (it went away), as opposed to one to produce the answer.
+var errWrite = errors.New("write the answer")
+
+// listWriter writes a list envelope one item at a time through a small buffer, so that the memory of a list
+// request does not grow with its page size. It writes nothing until the first item or finish, so that an error
+// before any item can still be answered as a problem.
+type listWriter struct {
+	w           http.ResponseWriter
+	contentType string
+	head        listHead
+	buf         *bufio.Writer
+	started     bool
+}
+
+// listBuffer is how much of a page is gathered before it goes out.
+const listBuffer = 32 << 10
+
+func (l *listWriter) start() error {
+	l.started = true
+	l.w.Header().Set("Content-Type", l.contentType)
+	l.w.WriteHeader(http.StatusOK)
+	l.buf = bufio.NewWriterSize(l.w, listBuffer)
+	head, err := json.Marshal(l.head)
+	if err != nil {
+		return err
+	}
+	// {"kind":…,"page":…,"size":…,"items":[
+	if _, err := l.buf.Write(append(head[:len(head)-1], `,"items":[`...)); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	return nil
+}
+
+func (l *listWriter) item(v any) error {
+	first := !l.started
+	if first {
+		if err := l.start(); err != nil {
+			return err
+		}
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if !first {
+		if err := l.buf.WriteByte(','); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
+		}
+	}
+	if _, err := l.buf.Write(raw); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	return nil
+}
+
+// finish closes the items and writes the total.
+func (l *listWriter) finish(total int64) error {
+	if !l.started {
+		if err := l.start(); err != nil {
+			return err
+		}
+	}
+	if _, err := l.buf.WriteString(`],"total":` + strconv.FormatInt(total, 10) + "}\n"); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	if err := l.buf.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	return nil
+}
+
 // present returns the wire form of r. A list hands over the stored conditions as they are; a write's typed
 // conditions are encoded here.
 func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
@@ -114,35 +194,39 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.ParentID = mux.Vars(r)["parent_id"]
-	page, err := k.s.svc.List(r.Context(), k.d, opts)
-	if err != nil {
-		k.fail(w, r, err)
-		return
+	contentType := "application/json"
+	if fields != nil {
+		// A sparse page is its own media type: its items lack members a full resource must have.
+		contentType = sparseJSON
 	}
-	out := listJSON{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size, Total: page.Total, Items: make([]any, len(page.Items))}
-	for i := range page.Items {
-		item, err := k.present(&page.Items[i])
+	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size}}
+	total, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
+		item, err := k.present(res)
 		if err != nil {
-			k.fail(w, r, err)
-			return
+			return err
 		}
 		if fields == nil {
-			out.Items[i] = item
-			continue
+			return out.item(item)
 		}
 		sparse, err := project(item, fields)
 		if err != nil {
-			k.fail(w, r, err)
-			return
+			return err
 		}
-		out.Items[i] = sparse
+		return out.item(sparse)
+	})
+	switch {
+	case err == nil:
+		logEncodeError(r, k.s.log, out.finish(total))
+	case !out.started:
+		k.fail(w, r, err)
+	case r.Context().Err() != nil || errors.Is(err, errWrite):
+		k.s.log.DebugContext(r.Context(), "the client went away during a list", "error", err, "request_id", requestID(r.Context()))
+	default:
+		// The status and part of the page are sent: cutting the connection is how the client learns the page is
+		// not whole, rather than mistaking a truncated one for complete.
+		k.s.log.ErrorContext(r.Context(), "list failed after it began", "error", err, "request_id", requestID(r.Context()))
+		panic(http.ErrAbortHandler)
 	}
-	if fields != nil {
-		// A sparse page is its own media type: its items lack members a full resource must have.
-		k.s.respondAs(w, r, http.StatusOK, sparseJSON, out)
-		return
-	}
-	k.s.respond(w, r, http.StatusOK, out)
 }
 
 // sparseJSON is the media type of a list whose items carry only the members `fields` asked for.

@@ -81,24 +81,35 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(ctx, identityKey{}, &identity))
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
-			if p := recover(); p != nil {
+			p := recover()
+			// An aborted handler has sent part of its answer and wants the connection cut: it is counted and
+			// logged like any request, then net/http does the cutting.
+			aborted := false
+			if p != nil {
 				if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-					panic(p)
+					aborted = true
+				} else {
+					writeError(rec, r, s.log, fmt.Errorf("panic: %v", p))
 				}
-				writeError(rec, r, s.log, fmt.Errorf("panic: %v", p))
+			}
+			if aborted {
+				defer panic(p)
 			}
 			route := routeTemplate(r)
 			elapsed := time.Since(start)
 			s.metrics.observe(r.Method, route, rec.status, elapsed)
 			level := slog.LevelInfo
-			if rec.status >= 500 {
+			attrs := []slog.Attr{slog.String("request_id", id), slog.String("method", knownMethod(r.Method)),
+				slog.String("route", route), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+				slog.String("identity", identity), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000)}
+			switch {
+			case rec.status >= 500:
 				level = slog.LevelError
+			case aborted:
+				level = slog.LevelWarn
+				attrs = append(attrs, slog.Bool("aborted", true))
 			}
-			s.log.LogAttrs(r.Context(), level, "request",
-				slog.String("request_id", id), slog.String("method", knownMethod(r.Method)), slog.String("route", route),
-				slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-				slog.String("identity", identity),
-				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
+			s.log.LogAttrs(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

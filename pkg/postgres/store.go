@@ -255,11 +255,11 @@ func orderClause(order []resource.OrderBy) (string, error) {
 	return strings.Join(parts, ", "), nil
 }
 
-// List implements resource.Store: one query for the page and one for the total.
-func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions) (*resource.Page, error) {
+// List implements resource.Store: one query for the page, read row by row, and one for the total.
+func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (int64, error) {
 	order, err := orderClause(opts.Order)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	where := func() (*gorm.DB, error) {
 		q := s.db.WithContext(ctx).Table(d.Table)
@@ -283,38 +283,60 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 	}
 	q, err := where()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	var rows []row
+	var page *gorm.DB
 	if opts.Page == 1 {
-		err = q.Select(columns(d)).Order(order).Limit(opts.Size).Find(&rows).Error
+		page = q.Select(columns(d)).Order(order).Limit(opts.Size)
 	} else {
 		// Skipping rows costs per row skipped: skip them in the narrow ordered index (an index-only scan when the
 		// filters allow) and fetch only the page's wide rows.
 		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
-		err = s.db.WithContext(ctx).Table(d.Table).Select(columns(d)).Where("id IN (?)", ids).Order(order).Find(&rows).Error
+		page = s.db.WithContext(ctx).Table(d.Table).Select(columns(d)).Where("id IN (?)", ids).Order(order)
 	}
+	n, err := s.eachRow(page, d, each)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.Kind, err)
-	}
-	page := &resource.Page{Items: make([]resource.Resource, 0, len(rows))}
-	for i := range rows {
-		r, err := rows[i].toResource(d, false)
-		if err != nil {
-			return nil, err
-		}
-		page.Items = append(page.Items, *r)
+		return 0, err
 	}
 	// A first page shorter than the page size already is the total.
-	if opts.Page == 1 && len(rows) < opts.Size {
-		page.Total = int64(len(rows))
-		return page, nil
+	if opts.Page == 1 && n < opts.Size {
+		return int64(n), nil
 	}
 	if q, err = where(); err != nil {
-		return nil, err
+		return 0, err
 	}
-	if err := q.Count(&page.Total).Error; err != nil {
-		return nil, fmt.Errorf("count %s: %w", d.Kind, err)
+	var total int64
+	if err := q.Count(&total).Error; err != nil {
+		return 0, fmt.Errorf("count %s: %w", d.Kind, err)
 	}
-	return page, nil
+	return total, nil
+}
+
+// eachRow runs query and hands its rows to each one at a time, reading the next only once each has returned; it
+// returns how many it handed over.
+func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resource.Resource) error) (int, error) {
+	rows, err := query.Rows()
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", d.Kind, err)
+	}
+	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
+	n := 0
+	for rows.Next() {
+		var w row
+		if err := s.db.ScanRows(rows, &w); err != nil {
+			return n, fmt.Errorf("list %s: %w", d.Kind, err)
+		}
+		r, err := w.toResource(d, false)
+		if err != nil {
+			return n, err
+		}
+		if err := each(r); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("list %s: %w", d.Kind, err)
+	}
+	return n, nil
 }

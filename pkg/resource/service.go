@@ -28,8 +28,10 @@ type Store interface {
 	Create(ctx context.Context, d *Descriptor, r *Resource, refs []NamedRef) (*Resource, error)
 	// Get returns the resource, or CodeNotFound (also when parentID is set and is not its parent).
 	Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error)
-	// List returns one page and the total count of matches.
-	List(ctx context.Context, d *Descriptor, opts ListOptions) (*Page, error)
+	// List calls each with the resources of one page, in order, as it reads them (so that a page's memory does not
+	// grow with its size), then returns the total count of matches. An error from each stops the listing and is
+	// returned.
+	List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (total int64, err error)
 	// Statuses returns the reports stored for a resource, ordered by adapter.
 	Statuses(ctx context.Context, id string) ([]AdapterStatus, error)
 	// SyncRequired makes the store's per-adapter bookkeeping match d.RequiredAdapters (placeholders that let
@@ -153,6 +155,10 @@ type Patch struct {
 	Spec   json.RawMessage
 }
 
+// MaxSpecBytes bounds a resource's stored spec (defaults included): every field has a bound, and this caps what
+// their sum, nested free-form blocks included, may reach.
+const MaxSpecBytes = 128 << 10
+
 const (
 	maxLabels        = 64
 	maxLabelKeyLen   = 63
@@ -181,9 +187,9 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 	if len(problems) > 0 {
 		return nil, &Error{Code: CodeInvalid, Message: fmt.Sprintf("the %s is not valid", d.Kind), Fields: problems}
 	}
-	raw, err := json.Marshal(spec)
+	raw, err := encodeSpec(spec)
 	if err != nil {
-		return nil, fmt.Errorf("encode spec: %w", err)
+		return nil, err
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -211,29 +217,29 @@ func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (
 }
 
 // List returns a page of resources. A list under a parent that does not exist is CodeNotFound.
-func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions) (*Page, error) {
+func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (int64, error) {
 	if opts.ParentID != "" && !validID(opts.ParentID) {
-		return nil, notFound(d.Parent, opts.ParentID)
+		return 0, notFound(d.Parent, opts.ParentID)
 	}
 	if opts.PendingFor != "" && (len(opts.PendingFor) > 63 || !dnsLabel.MatchString(opts.PendingFor)) {
-		return nil, &Error{Code: CodeBadListParam, Message: "pending_for must be an adapter name (a DNS label)",
+		return 0, &Error{Code: CodeBadListParam, Message: "pending_for must be an adapter name (a DNS label)",
 			Fields: []FieldError{{Field: "pending_for", Message: "must be a DNS label"}}}
 	}
 	if opts.ResyncAfter < 0 || (opts.ResyncAfter > 0 && opts.PendingFor == "") {
-		return nil, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
+		return 0, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
 			Fields: []FieldError{{Field: "resync_after", Message: "must be positive, with pending_for"}}}
 	}
-	page, err := s.store.List(ctx, d, opts)
+	total, err := s.store.List(ctx, d, opts, each)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	// Only an empty page can hide a missing parent, so only then pay for the look-up.
-	if opts.ParentID != "" && page.Total == 0 {
+	if opts.ParentID != "" && total == 0 {
 		if _, err := s.store.Get(ctx, d.Parent, "", opts.ParentID); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
-	return page, nil
+	return total, nil
 }
 
 // Update applies p to a resource. ifMatch, when not nil, is the generation the client expects (else
@@ -281,9 +287,9 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 				}
 			}
 			if !reflect.DeepEqual(old, spec) {
-				raw, err := json.Marshal(spec)
+				raw, err := encodeSpec(spec)
 				if err != nil {
-					return fmt.Errorf("encode spec: %w", err)
+					return err
 				}
 				r.Spec, changed = raw, true
 				r.Generation++
@@ -527,6 +533,19 @@ func valueAt(v any, path string) any {
 		}
 	}
 	return v
+}
+
+// encodeSpec encodes a validated spec, refusing one over MaxSpecBytes.
+func encodeSpec(spec map[string]any) (json.RawMessage, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	if len(raw) > MaxSpecBytes {
+		msg := fmt.Sprintf("must be at most %d bytes of JSON, defaults included; it is %d", MaxSpecBytes, len(raw))
+		return nil, &Error{Code: CodeInvalid, Message: "the spec is too large: " + msg, Fields: []FieldError{{Field: "spec", Message: msg}}}
+	}
+	return raw, nil
 }
 
 func specProblems(d *Descriptor, spec map[string]any) []FieldError {
