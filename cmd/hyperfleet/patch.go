@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type patchOptions struct {
+	output                 *outputFlag
+	spec, specFile, labels string
+	ifMatch, cluster       string
+}
+
+const patchExample = `  hyperfleet patch nodepool workers --cluster demo --spec '{"replicas": 5}'
+  hyperfleet patch cluster demo --labels team=core,env-
+  hyperfleet patch cluster demo --spec '{"upgrade_schedule": "weekends"}' --if-match 3`
+
+func newPatchCommand(a *app) *cobra.Command {
+	o := &patchOptions{}
+	cmd := &cobra.Command{
+		Use:   "patch KIND NAME (--spec JSON | --spec-file FILE | --labels k=v,k-)",
+		Short: "Change a resource's spec (JSON merge patch) and/or labels",
+		Long: `Changes a resource with a JSON merge patch (RFC 7386) of its spec: objects merge and null removes a
+member. --labels sets labels (k=v) and removes them (k-). --if-match applies the change only while the resource
+is still at that generation (else 412 HYPERFLEET-CNF-004).`,
+		Example:           patchExample,
+		Args:              usageArgs(cobra.ExactArgs(2)),
+		ValidArgsFunction: a.completeKindAndNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOneOf(cmd, false, "spec", "spec-file"); err != nil {
+				return err
+			}
+			if o.spec == "" && o.specFile == "" && o.labels == "" {
+				return usageErrorf("nothing to change: give --spec, --spec-file or --labels")
+			}
+			return a.patch(cmd.Context(), o, args)
+		},
+	}
+	o.output = a.addOutputFlag(cmd, "", formatName, formatJSON, formatYAML)
+	fs := cmd.Flags()
+	fs.StringVar(&o.spec, "spec", "", "merge patch of the spec, as JSON or YAML")
+	fs.StringVar(&o.specFile, "spec-file", "", "file holding the merge patch of the spec (- for stdin)")
+	fs.StringVar(&o.labels, "labels", "", "labels to set (k=v) or remove (k-), comma-separated")
+	fs.StringVar(&o.ifMatch, "if-match", "", "only if the resource is at this generation")
+	addClusterFlag(a, cmd, &o.cluster)
+	return cmd
+}
+
+func (a *app) patch(ctx context.Context, o *patchOptions, args []string) error {
+	k, names, err := a.kindAndNames(args)
+	if err != nil {
+		return err
+	}
+	if len(names) != 1 {
+		return usageErrorf("patch changes one resource: give its kind and name")
+	}
+	body := map[string]any{}
+	if o.spec != "" || o.specFile != "" {
+		spec, err := readObject("--spec", o.spec, o.specFile, a.stdin)
+		if err != nil {
+			return err
+		}
+		body["spec"] = spec
+	}
+	if o.labels != "" {
+		labels, err := parseLabels(o.labels, true)
+		if err != nil {
+			return err
+		}
+		body["labels"] = labels
+	}
+	var ifMatch *int64
+	if o.ifMatch != "" {
+		g, err := strconv.ParseInt(strings.Trim(o.ifMatch, `"`), 10, 64)
+		if err != nil || g < 1 {
+			return usageErrorf("--if-match %q: want a generation, e.g. 3", o.ifMatch)
+		}
+		ifMatch = &g
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	// A resource being deleted is found too, so that the API can say it can no longer change.
+	current, err := c.resolve(ctx, k, o.cluster, names[0], true)
+	if err != nil {
+		return err
+	}
+	updated, err := c.patch(ctx, k, current.ref(), ifMatch, raw)
+	if err != nil {
+		return err
+	}
+	what := "patched"
+	if deref(updated.UpdatedTime).Equal(deref(current.UpdatedTime)) {
+		what = "patched (no change)"
+	}
+	return printResult(a.stdout, o.output.value, k, updated, what)
+}
+
+type deleteOptions struct {
+	output            *outputFlag
+	cluster           string
+	wait, force       bool
+	timeout, interval time.Duration
+}
+
+func newDeleteCommand(a *app) *cobra.Command {
+	o := &deleteOptions{}
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME...",
+		Short: "Delete resources (the adapters clean up; --wait waits until they are gone)",
+		Long: `Marks resources for deletion: each goes to phase Deleting (a cluster with its node pools) and is removed
+once every required adapter has finalized it. --wait waits for that, with a progress line. --force removes a
+resource and everything under it at once, skipping the adapters (admin only; what they manage may be left behind).`,
+		Example:           "  hyperfleet delete nodepool workers --cluster demo\n  hyperfleet delete cluster demo --wait --timeout 15m",
+		Args:              usageArgs(cobra.MinimumNArgs(2)),
+		ValidArgsFunction: a.completeKindAndNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.delete(cmd.Context(), o, args)
+		},
+	}
+	o.output = a.addOutputFlag(cmd, "", formatName)
+	fs := cmd.Flags()
+	fs.BoolVar(&o.wait, "wait", false, "wait until the resources are gone")
+	fs.BoolVar(&o.force, "force", false, "remove at once, skipping the adapters' finalization (admin only)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "with --wait: how long to wait (0: no limit)")
+	fs.DurationVar(&o.interval, "interval", 2*time.Second, "with --wait: how often to poll")
+	addClusterFlag(a, cmd, &o.cluster)
+	return cmd
+}
+
+func (a *app) delete(ctx context.Context, o *deleteOptions, args []string) error {
+	k, names, err := a.kindAndNames(args)
+	if err != nil {
+		return err
+	}
+	if o.interval <= 0 {
+		return usageErrorf("--interval must be positive")
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	var gone []*object
+	for _, name := range names {
+		obj, err := c.resolve(ctx, k, o.cluster, name, true)
+		if err != nil {
+			return err
+		}
+		if o.force {
+			if _, err := c.do(k.ops.force(ctx, c.gen, obj.ref())); err != nil {
+				return err
+			}
+			if err := printResult(a.stdout, o.output.value, k, obj, "force-deleted"); err != nil {
+				return err
+			}
+			continue
+		}
+		answer, err := c.do(k.ops.remove(ctx, c.gen, obj.ref()))
+		if err != nil {
+			return err
+		}
+		// The answer is the resource marked for deletion, at its new generation; the one found will do too.
+		if deleted, err := decodeObject(answer); err == nil {
+			obj = deleted
+		}
+		if o.wait {
+			gone = append(gone, obj)
+			continue
+		}
+		if err := printResult(a.stdout, o.output.value, k, obj, "marked for deletion"); err != nil {
+			return err
+		}
+	}
+	for _, obj := range gone {
+		if err := a.waitFor(ctx, c, k, obj, waitCondition{deleted: true}, o.timeout, o.interval); err != nil {
+			return err
+		}
+	}
+	return nil
+}
