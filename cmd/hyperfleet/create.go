@@ -309,7 +309,7 @@ func applyPatch(current *object, m *manifest) (json.RawMessage, error) {
 	return patch, nil
 }
 
-// patch sends a merge patch of spec and/or labels, conditional on generation ifMatch when it is not nil.
+// patch sends a merge patch of spec and/or labels, conditional on resource_version ifMatch when it is not nil.
 func (c *client) patch(ctx context.Context, k *kind, r ref, ifMatch *int64, patch json.RawMessage) (*object, error) {
 	var params api.PatchClusterParams
 	if ifMatch != nil {

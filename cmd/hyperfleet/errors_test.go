@@ -28,7 +28,7 @@ func TestErrorsAreShownReadably(t *testing.T) {
 		{"a stream no one has", []string{"create", "cluster", "other", "--spec", `{"version_stream": "nope"}`}, exitError,
 			[]string{"error: HYPERFLEET-VAL-006 (422 Unprocessable Entity): "}},
 		{"another generation", []string{"patch", "cluster", "demo", "--labels", "a=b", "--if-match", "7"}, exitError,
-			[]string{"error: HYPERFLEET-CNF-004 (412 Precondition Failed): the Cluster is at generation 1, not 7"}},
+			[]string{"error: HYPERFLEET-CNF-004 (412 Precondition Failed): the Cluster has changed since version \"7\": it is at \"1\"; read it again"}},
 		{"a bad search", []string{"get", "clusters", "--search", "colour = 'red'"}, exitError,
 			[]string{"error: HYPERFLEET-VAL-003 (400 Bad Request): "}},
 		{"an unknown spec member", []string{"patch", "cluster", "demo", "--spec", `{"colour": "red"}`}, exitError,

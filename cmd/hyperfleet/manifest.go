@@ -33,16 +33,19 @@ type manifest struct {
 
 	OwnerReferences *api.ObjectReference `json:"owner_references,omitempty"`
 	// Set by the API; accepted and ignored.
-	ID          json.RawMessage `json:"id,omitempty"`
-	Href        json.RawMessage `json:"href,omitempty"`
-	Generation  json.RawMessage `json:"generation,omitempty"`
-	Status      json.RawMessage `json:"status,omitempty"`
-	CreatedTime json.RawMessage `json:"created_time,omitempty"`
-	UpdatedTime json.RawMessage `json:"updated_time,omitempty"`
-	CreatedBy   json.RawMessage `json:"created_by,omitempty"`
-	UpdatedBy   json.RawMessage `json:"updated_by,omitempty"`
-	DeletedTime json.RawMessage `json:"deleted_time,omitempty"`
-	DeletedBy   json.RawMessage `json:"deleted_by,omitempty"`
+	ID         json.RawMessage `json:"id,omitempty"`
+	Href       json.RawMessage `json:"href,omitempty"`
+	Generation json.RawMessage `json:"generation,omitempty"`
+	// A printed resource_version is ignored rather than used as If-Match: adapters' reports move it all the
+	// time, so an edited document would nearly always be refused.
+	ResourceVersion json.RawMessage `json:"resource_version,omitempty"`
+	Status          json.RawMessage `json:"status,omitempty"`
+	CreatedTime     json.RawMessage `json:"created_time,omitempty"`
+	UpdatedTime     json.RawMessage `json:"updated_time,omitempty"`
+	CreatedBy       json.RawMessage `json:"created_by,omitempty"`
+	UpdatedBy       json.RawMessage `json:"updated_by,omitempty"`
+	DeletedTime     json.RawMessage `json:"deleted_time,omitempty"`
+	DeletedBy       json.RawMessage `json:"deleted_by,omitempty"`
 
 	// source says where the manifest came from, for messages: "demo.yaml, document 2".
 	source string

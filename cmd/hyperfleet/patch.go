@@ -26,8 +26,8 @@ func newPatchCommand(a *app) *cobra.Command {
 		Use:   "patch KIND NAME (--spec JSON | --spec-file FILE | --labels k=v,k-)",
 		Short: "Change a resource's spec (JSON merge patch) and/or labels",
 		Long: `Changes a resource with a JSON merge patch (RFC 7386) of its spec: objects merge and null removes a
-member. --labels sets labels (k=v) and removes them (k-). --if-match applies the change only while the resource
-is still at that generation (else 412 HYPERFLEET-CNF-004).`,
+member. --labels sets labels (k=v) and removes them (k-). --if-match applies the change only if nothing has written
+the resource since it showed that resource_version (its ETag; -o yaml shows it), else 412 HYPERFLEET-CNF-004.`,
 		Example:           patchExample,
 		Args:              usageArgs(cobra.ExactArgs(2)),
 		ValidArgsFunction: a.completeKindAndNames,
@@ -46,7 +46,7 @@ is still at that generation (else 412 HYPERFLEET-CNF-004).`,
 	fs.StringVar(&o.spec, "spec", "", "merge patch of the spec, as JSON or YAML")
 	fs.StringVar(&o.specFile, "spec-file", "", "file holding the merge patch of the spec (- for stdin)")
 	fs.StringVar(&o.labels, "labels", "", "labels to set (k=v) or remove (k-), comma-separated")
-	fs.StringVar(&o.ifMatch, "if-match", "", "only if the resource is at this generation")
+	fs.StringVar(&o.ifMatch, "if-match", "", "only if the resource is still at this resource_version (ETag)")
 	addClusterFlag(a, cmd, &o.cluster)
 	return cmd
 }
@@ -78,7 +78,7 @@ func (a *app) patch(ctx context.Context, o *patchOptions, args []string) error {
 	if o.ifMatch != "" {
 		g, err := strconv.ParseInt(strings.Trim(o.ifMatch, `"`), 10, 64)
 		if err != nil || g < 1 {
-			return usageErrorf("--if-match %q: want a generation, e.g. 3", o.ifMatch)
+			return usageErrorf("--if-match %q: want a resource_version, e.g. 3", o.ifMatch)
 		}
 		ifMatch = &g
 	}

@@ -400,22 +400,32 @@ type AdapterStatusReport struct {
 
 // Cluster defines model for Cluster.
 type Cluster struct {
-	CreatedBy   string             `json:"created_by"`
-	CreatedTime time.Time          `json:"created_time"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  int64              `json:"generation"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
-	Labels      Labels         `json:"labels"`
-	Name        string         `json:"name"`
-	Spec        ClusterSpec    `json:"spec"`
-	Status      ResourceStatus `json:"status"`
-	UpdatedBy   string         `json:"updated_by"`
-	UpdatedTime time.Time      `json:"updated_time"`
+	Labels Labels `json:"labels"`
+	Name   string `json:"name"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string         `json:"resource_version"`
+	Spec            ClusterSpec    `json:"spec"`
+	Status          ResourceStatus `json:"status"`
+	UpdatedBy       string         `json:"updated_by"`
+	UpdatedTime     time.Time      `json:"updated_time"`
 }
 
 // ClusterCreate defines model for ClusterCreate.
@@ -662,19 +672,29 @@ type Labels map[string]string
 
 // NodePool defines model for NodePool.
 type NodePool struct {
-	CreatedBy   string             `json:"created_by"`
-	CreatedTime time.Time          `json:"created_time"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  int64              `json:"generation"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels          Labels          `json:"labels"`
 	Name            string          `json:"name"`
 	OwnerReferences ObjectReference `json:"owner_references"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string `json:"resource_version"`
 
 	// Spec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
 	// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
@@ -767,27 +787,39 @@ type ReportedConditionStatus string
 
 // ResourceMeta defines model for ResourceMeta.
 type ResourceMeta struct {
-	CreatedBy   string             `json:"created_by"`
-	CreatedTime time.Time          `json:"created_time"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  int64              `json:"generation"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
-	Labels      Labels         `json:"labels"`
-	Name        string         `json:"name"`
-	Status      ResourceStatus `json:"status"`
-	UpdatedBy   string         `json:"updated_by"`
-	UpdatedTime time.Time      `json:"updated_time"`
+	Labels Labels `json:"labels"`
+	Name   string `json:"name"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string         `json:"resource_version"`
+	Status          ResourceStatus `json:"status"`
+	UpdatedBy       string         `json:"updated_by"`
+	UpdatedTime     time.Time      `json:"updated_time"`
 }
 
 // ResourcePatch RFC 7386 JSON merge patch of `spec` and/or `labels`: objects merge, `null` removes a key.
 type ResourcePatch struct {
-	Labels *map[string]*string     `json:"labels,omitempty"`
-	Spec   *map[string]interface{} `json:"spec,omitempty"`
+	Labels *map[string]*string `json:"labels,omitempty"`
+
+	// Spec Checked against the kind's spec schema after merging; the result is at most 128 KiB of JSON.
+	Spec *map[string]interface{} `json:"spec,omitempty"`
 }
 
 // ResourceStatus defines model for ResourceStatus.
@@ -826,6 +858,7 @@ type SparseResource struct {
 	Labels          *Labels                 `json:"labels,omitempty"`
 	Name            *string                 `json:"name,omitempty"`
 	OwnerReferences *ObjectReference        `json:"owner_references,omitempty"`
+	ResourceVersion *string                 `json:"resource_version,omitempty"`
 	Spec            *map[string]interface{} `json:"spec,omitempty"`
 	Status          *ResourceStatus         `json:"status,omitempty"`
 	UpdatedBy       *string                 `json:"updated_by,omitempty"`
@@ -834,18 +867,28 @@ type SparseResource struct {
 
 // UpgradeSchedule defines model for UpgradeSchedule.
 type UpgradeSchedule struct {
-	CreatedBy   string             `json:"created_by"`
-	CreatedTime time.Time          `json:"created_time"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  int64              `json:"generation"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels Labels `json:"labels"`
 	Name   string `json:"name"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string `json:"resource_version"`
 
 	// Spec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
 	// open inside any of its weekly windows and outside all of its blackouts; with no windows it is open except
@@ -926,18 +969,28 @@ type UpgradeWindow struct {
 
 // VersionStream defines model for VersionStream.
 type VersionStream struct {
-	CreatedBy   string             `json:"created_by"`
-	CreatedTime time.Time          `json:"created_time"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  int64              `json:"generation"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels Labels `json:"labels"`
 	Name   string `json:"name"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string `json:"resource_version"`
 
 	// Spec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
 	// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
@@ -1092,7 +1145,9 @@ type ListClustersParams struct {
 
 // PatchClusterParams defines parameters for PatchCluster.
 type PatchClusterParams struct {
-	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
+	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
+	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
@@ -1132,7 +1187,9 @@ type ListClusterNodePoolsParams struct {
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
 type PatchNodePoolParams struct {
-	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
+	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
+	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
@@ -1206,7 +1263,9 @@ type ListUpgradeSchedulesParams struct {
 
 // PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
 type PatchUpgradeScheduleParams struct {
-	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
+	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
+	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
@@ -1246,7 +1305,9 @@ type ListVersionStreamsParams struct {
 
 // PatchVersionStreamParams defines parameters for PatchVersionStream.
 type PatchVersionStreamParams struct {
-	// IfMatch `"<generation>"`: the change applies only if the resource is still at that generation (else 412).
+	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
+	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
+	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 

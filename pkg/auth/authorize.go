@@ -40,9 +40,14 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
+// AnyAdapter is the adapter argument that asks Authorize whether id may write the reports of some adapter: what a
+// route can check before it reads the body that names the adapter. It is no adapter's name (those are DNS labels).
+const AnyAdapter = "*"
+
 // Authorize returns nil if id may perform action, and a *resource.Error with resource.CodeForbidden saying which role
-// is needed otherwise. adapter is, for ActionWriteStatus, the adapter the report is for, and is ignored for every
-// other action: an adapter may write only reports whose adapter equals its own, non-empty, adapter name.
+// is needed otherwise. adapter is, for ActionWriteStatus, the adapter the report is for (or AnyAdapter), and is
+// ignored for every other action: an adapter may write only reports whose adapter equals its own, non-empty,
+// adapter name.
 //
 // An action that is not one of the constants is a programming error and gets a plain (internal) error, not a 403.
 func Authorize(id Identity, action Action, adapter string) error {
@@ -72,7 +77,7 @@ func Authorize(id Identity, action Action, adapter string) error {
 		if id.Adapter == "" {
 			return forbidden("writing statuses requires role adapter with an adapter name, and none was granted")
 		}
-		if id.Adapter != adapter {
+		if adapter != AnyAdapter && id.Adapter != adapter {
 			return forbidden(fmt.Sprintf("this caller may write statuses only as adapter %q, not as %q; reporting as another adapter requires role admin",
 				id.Adapter, adapter))
 		}

@@ -52,6 +52,11 @@ func TestAuthorize(t *testing.T) {
 		{caller: "adapter", action: ActionWriteStatus, adapter: own},
 		{caller: "adapter", action: ActionWriteStatus, adapter: "hostedcluster-applier", ok: `only as adapter "dns", not as "hostedcluster-applier"`},
 		{caller: "adapter", action: ActionWriteStatus, adapter: "", ok: `only as adapter "dns"`},
+		{caller: "adapter", action: ActionWriteStatus, adapter: AnyAdapter},
+		{caller: "viewer", action: ActionWriteStatus, adapter: AnyAdapter, ok: "requires role adapter"},
+		{caller: "user", action: ActionWriteStatus, adapter: AnyAdapter, ok: "requires role adapter"},
+		{caller: "adapter no name", action: ActionWriteStatus, adapter: AnyAdapter, ok: "with an adapter name"},
+		{caller: "admin", action: ActionWriteStatus, adapter: AnyAdapter},
 		{caller: "adapter", action: ActionForceDelete, ok: "requires role admin"},
 
 		{caller: "admin", action: ActionRead},

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -39,6 +41,7 @@ type resourceJSON struct {
 	Labels          map[string]string `json:"labels"`
 	Spec            json.RawMessage   `json:"spec"`
 	Generation      int64             `json:"generation"`
+	ResourceVersion string            `json:"resource_version"`
 	OwnerReferences *ownerJSON        `json:"owner_references,omitempty"`
 	Status          statusJSON        `json:"status"`
 	CreatedTime     time.Time         `json:"created_time"`
@@ -152,7 +155,7 @@ func (l *listWriter) finish(total int64) error {
 func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
 	out := resourceJSON{
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
-		Spec: r.Spec, Generation: r.Generation, Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
+		Spec: r.Spec, Generation: r.Generation, ResourceVersion: strconv.FormatInt(r.Version, 10), Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
 	}
@@ -174,7 +177,7 @@ func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
 }
 
 func (k *kindHandler) writeResource(w http.ResponseWriter, r *http.Request, status int, res *resource.Resource) {
-	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.Generation, 10)))
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.Version, 10)))
 	out, err := k.present(res)
 	if err != nil {
 		k.fail(w, r, err)
@@ -235,7 +238,7 @@ const sparseJSON = "application/vnd.hyperfleet.sparse+json"
 // knownFields are the top-level members a `fields` list may name.
 var knownFields = map[string]bool{
 	"id": true, "kind": true, "name": true, "href": true, "labels": true, "spec": true, "generation": true,
-	"owner_references": true, "status": true, "created_time": true, "updated_time": true, "created_by": true,
+	"resource_version": true, "owner_references": true, "status": true, "created_time": true, "updated_time": true, "created_by": true,
 	"updated_by": true, "deleted_time": true, "deleted_by": true,
 }
 
@@ -330,11 +333,7 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 func decodeStrict(r *http.Request, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return tooLarge(tooBig.Limit)
-		}
-		return fmt.Errorf("read body: %w", err)
+		return bodyReadError(r, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -354,6 +353,25 @@ func decodeStrict(r *http.Request, v any) error {
 			Fields: []resource.FieldError{{Field: field, Message: p.Reason}}}
 	}
 	return nil
+}
+
+// bodyReadError classifies a failure to read a request body. Reading from a socket the server accepted fails only
+// because of what the client sent or did, so none of these is a server error: a body over the limit (413), one
+// that did not arrive within the read timeout (408), a client that hung up mid-body (499), or framing that is not
+// HTTP (a broken chunked encoding: 400).
+func bodyReadError(r *http.Request, err error) error {
+	var tooBig *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return tooLarge(tooBig.Limit)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &resource.Error{Code: resource.CodeRequestTimeout, Message: "the request body did not arrive within the server's read timeout"}
+	case r.Context().Err() != nil, errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
+		return &resource.Error{Code: resource.CodeClientClosed, Message: "the client closed the connection before the body ended"}
+	default:
+		return &resource.Error{Code: resource.CodeMalformed, Message: "the request body cannot be read: " + err.Error()}
+	}
 }
 
 func malformed(err error) error {
@@ -439,7 +457,7 @@ func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
 	k.writeResource(w, r, http.StatusOK, res)
 }
 
-// parseIfMatch accepts `"<generation>"` (the ETag we send) or a bare number.
+// parseIfMatch accepts `"<resource_version>"` (the ETag we send) or a bare number.
 func parseIfMatch(h string) (*int64, error) {
 	h = strings.TrimSpace(h)
 	if h == "" {
@@ -447,8 +465,8 @@ func parseIfMatch(h string) (*int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
 	if err != nil || n < 1 {
-		return nil, &resource.Error{Code: resource.CodeMalformed, Message: `If-Match must be the resource's generation, e.g. "3"`,
-			Fields: []resource.FieldError{{Field: "If-Match", Message: "must be a generation in quotes"}}}
+		return nil, &resource.Error{Code: resource.CodeMalformed, Message: `If-Match must be the resource's ETag (its resource_version in quotes), e.g. "3"`,
+			Fields: []resource.FieldError{{Field: "If-Match", Message: "must be an ETag this API sent"}}}
 	}
 	return &n, nil
 }

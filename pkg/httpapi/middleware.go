@@ -103,6 +103,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				slog.String("route", route), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
 				slog.String("identity", identity), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000)}
 			switch {
+			case rec.status == StatusClientClosedRequest:
+				level = slog.LevelDebug
 			case rec.status >= 500:
 				level = slog.LevelError
 			case aborted:

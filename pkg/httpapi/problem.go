@@ -13,30 +13,36 @@ import (
 // problemContentType is RFC 9457's media type.
 const problemContentType = "application/problem+json"
 
+// StatusClientClosedRequest is nginx's 499: the client went away before the answer. It is what the access log and
+// the request metrics say for such a request, so that clients that hang up never count as server errors.
+const StatusClientClosedRequest = 499
+
 // statusOf maps each domain error code to its HTTP status: the one table that decides it.
 var statusOf = map[resource.Code]int{
-	resource.CodeMalformed:          http.StatusBadRequest,
-	resource.CodeInvalid:            http.StatusBadRequest,
-	resource.CodeBadSearch:          http.StatusBadRequest,
-	resource.CodeBadListParam:       http.StatusBadRequest,
-	resource.CodeInternalField:      http.StatusUnprocessableEntity,
-	resource.CodeUnprocessable:      http.StatusUnprocessableEntity,
-	resource.CodeImmutable:          http.StatusUnprocessableEntity,
-	resource.CodeUnstorable:         http.StatusBadRequest,
-	resource.CodeNotFound:           http.StatusNotFound,
-	resource.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
-	resource.CodeNameTaken:          http.StatusConflict,
-	resource.CodeParentDeleting:     http.StatusConflict,
-	resource.CodeDeleting:           http.StatusConflict,
-	resource.CodeGenerationMismatch: http.StatusPreconditionFailed,
-	resource.CodeInUse:              http.StatusConflict,
-	resource.CodeStatusStale:        http.StatusConflict,
-	resource.CodeUnauthenticated:    http.StatusUnauthorized,
-	resource.CodeForbidden:          http.StatusForbidden,
-	resource.CodeTooLarge:           http.StatusRequestEntityTooLarge,
-	resource.CodeRateLimited:        http.StatusTooManyRequests,
-	resource.CodeUnavailable:        http.StatusServiceUnavailable,
-	resource.CodeInternal:           http.StatusInternalServerError,
+	resource.CodeMalformed:        http.StatusBadRequest,
+	resource.CodeInvalid:          http.StatusBadRequest,
+	resource.CodeBadSearch:        http.StatusBadRequest,
+	resource.CodeBadListParam:     http.StatusBadRequest,
+	resource.CodeInternalField:    http.StatusUnprocessableEntity,
+	resource.CodeUnprocessable:    http.StatusUnprocessableEntity,
+	resource.CodeImmutable:        http.StatusUnprocessableEntity,
+	resource.CodeUnstorable:       http.StatusBadRequest,
+	resource.CodeNotFound:         http.StatusNotFound,
+	resource.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	resource.CodeNameTaken:        http.StatusConflict,
+	resource.CodeParentDeleting:   http.StatusConflict,
+	resource.CodeDeleting:         http.StatusConflict,
+	resource.CodeVersionMismatch:  http.StatusPreconditionFailed,
+	resource.CodeInUse:            http.StatusConflict,
+	resource.CodeStatusStale:      http.StatusConflict,
+	resource.CodeUnauthenticated:  http.StatusUnauthorized,
+	resource.CodeForbidden:        http.StatusForbidden,
+	resource.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	resource.CodeRateLimited:      http.StatusTooManyRequests,
+	resource.CodeRequestTimeout:   http.StatusRequestTimeout,
+	resource.CodeClientClosed:     StatusClientClosedRequest,
+	resource.CodeUnavailable:      http.StatusServiceUnavailable,
+	resource.CodeInternal:         http.StatusInternalServerError,
 }
 
 // writeError answers err as problem+json. Anything that is not a *resource.Error is logged and answered as a 500
@@ -49,25 +55,31 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.WarnContext(r.Context(), "the database refused a value the API let through", "error", err)
 		e = &resource.Error{Code: resource.CodeUnstorable, Message: "a value in the request cannot be stored"}
 	}
-	if e == nil {
-		if r.Context().Err() != nil {
-			// The client went away; nobody reads the answer and it is no server fault.
-			log.InfoContext(r.Context(), "request cancelled", "error", err)
-		} else {
-			log.ErrorContext(r.Context(), "internal error", "error", err)
-		}
+	switch {
+	case e != nil:
+	case r.Context().Err() != nil:
+		// The client went away and the work it started was cancelled: nobody reads the answer, and it is no
+		// fault of the server's.
+		log.DebugContext(r.Context(), "the client went away", "error", err)
+		e = &resource.Error{Code: resource.CodeClientClosed, Message: "the client closed the request"}
+	case isUnavailable(err):
+		log.ErrorContext(r.Context(), "database unavailable", "error", err)
+		e = &resource.Error{Code: resource.CodeUnavailable, Message: "the database is unavailable; retry later"}
+	default:
+		log.ErrorContext(r.Context(), "internal error", "error", err)
 		e = &resource.Error{Code: resource.CodeInternal, Message: "an internal error occurred; quote the request id when reporting it"}
-		if r.Context().Err() == nil && isUnavailable(err) {
-			e = &resource.Error{Code: resource.CodeUnavailable, Message: "the database is unavailable; retry later"}
-		}
 	}
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
 	}
+	title := http.StatusText(status)
+	if status == StatusClientClosedRequest {
+		title = "Client Closed Request"
+	}
 	p := api.Problem{
 		Type:      "urn:hyperfleet:problem:" + string(e.Code),
-		Title:     http.StatusText(status),
+		Title:     title,
 		Status:    status,
 		Code:      string(e.Code),
 		Detail:    &e.Message,

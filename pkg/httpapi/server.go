@@ -114,8 +114,9 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		resources.Handle(item, s.allow(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
 		resources.Handle(item, s.allow(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
 		resources.Handle(item+"/statuses", s.allow(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
-		// Which adapter a report speaks for is in its body: putStatus authorizes once it has read it.
-		resources.HandleFunc(item+"/statuses", k.putStatus).Methods(http.MethodPost, http.MethodPut)
+		// The role is checked before the body is read; which adapter a report speaks for is in its body, so
+		// putStatus checks the adapter name once it has read it.
+		resources.Handle(item+"/statuses", s.allow(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
 		resources.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
@@ -190,7 +191,7 @@ func (s *Server) authorize(r *http.Request, action auth.Action, adapter string) 
 // allow wraps a handler with the authorization of its route class.
 func (s *Server) allow(action auth.Action, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.authorize(r, action, ""); err != nil {
+		if err := s.authorize(r, action, auth.AnyAdapter); err != nil {
 			writeError(w, r, s.log, err)
 			return
 		}

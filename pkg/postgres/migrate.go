@@ -71,6 +71,18 @@ func migrations() []*gormigrate.Migration {
 					`ALTER TABLE upgradeschedules ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
 			},
 		},
+		{
+			// version changes on every write of a row (labels, spec, status, deletion), unlike generation, which
+			// counts spec changes for the adapters: it is the ETag that If-Match compares.
+			ID: "202612010007_row_versions",
+			Migrate: func(tx *gorm.DB) error {
+				var stmts []string
+				for _, table := range []string{"clusters", "nodepools", "versionstreams", "upgradeschedules"} {
+					stmts = append(stmts, `ALTER TABLE `+table+` ADD COLUMN version bigint NOT NULL DEFAULT 1`)
+				}
+				return execAll(tx, stmts)
+			},
+		},
 	}
 }
 

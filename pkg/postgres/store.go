@@ -42,6 +42,7 @@ type row struct {
 	Labels     []byte
 	Spec       []byte
 	Generation int64
+	Version    int64
 	Phase      string
 	Conditions []byte
 	// AggregatedFor fingerprints the required adapters the status was aggregated for.
@@ -54,7 +55,7 @@ type row struct {
 	DeletedBy     *string
 }
 
-const rootColumns = "id, name, labels, spec, generation, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"
+const rootColumns = "id, name, labels, spec, generation, version, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"
 
 func columns(d *resource.Descriptor) string {
 	if d.Parent == nil {
@@ -89,7 +90,7 @@ func toRow(d *resource.Descriptor, r *resource.Resource) (*row, error) {
 // toResource converts a row; with typed false the conditions stay raw JSON (see resource.Status.RawConditions).
 func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource, error) {
 	r := &resource.Resource{
-		ID: w.ID, Kind: d.Kind, Name: w.Name, Spec: json.RawMessage(w.Spec), Generation: w.Generation,
+		ID: w.ID, Kind: d.Kind, Name: w.Name, Spec: json.RawMessage(w.Spec), Generation: w.Generation, Version: w.Version,
 		Status:      resource.Status{Phase: conditions.Phase(w.Phase)},
 		CreatedTime: w.CreatedTime.UTC(), UpdatedTime: w.UpdatedTime.UTC(), CreatedBy: w.CreatedBy, UpdatedBy: w.UpdatedBy,
 	}

@@ -96,17 +96,24 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource) error {
 	if err != nil {
 		return err
 	}
-	// One round trip: the row, and the copies of its generation and deleting flag that make "pending" a
-	// single-row property of its reports (a no-op for them unless those changed).
-	err = t.db.Exec(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
-			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ? WHERE id = ? RETURNING id)
-		UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
-		WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?)`,
+	// One round trip: the row (its version moves on), and the copies of its generation and deleting flag that
+	// make "pending" a single-row property of its reports (a no-op for them unless those changed).
+	var versions []int64
+	err = t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
+			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, version = version + 1
+			WHERE id = ? RETURNING id, version),
+		copied AS (UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
+			WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?))
+		SELECT version FROM saved`,
 		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
-		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting()).Error
+		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting()).Scan(&versions).Error
 	if err != nil {
 		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
 	}
+	if len(versions) != 1 {
+		return resource.NotFound(d, r.ID)
+	}
+	r.Version = versions[0]
 	return nil
 }
 

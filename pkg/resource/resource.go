@@ -28,7 +28,8 @@ type Resource struct {
 	ParentID    string // empty for a root kind
 	Labels      map[string]string
 	Spec        json.RawMessage // a JSON object
-	Generation  int64
+	Generation  int64           // counts spec changes: what adapters observe
+	Version     int64           // counts every write of the resource (labels, spec, status, deletion): its ETag
 	Status      Status
 	CreatedTime time.Time
 	UpdatedTime time.Time

@@ -202,7 +202,7 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 	}
 	r := &Resource{
 		ID: id.String(), Kind: d.Kind, Name: in.Name, ParentID: parentID, Labels: labels, Spec: raw,
-		Generation: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
+		Generation: 1, Version: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
 	}
 	r.Status, _ = Aggregate(d, r, nil, now)
 	return s.store.Create(ctx, d, r, namedRefs(d, spec))
@@ -242,16 +242,17 @@ func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, eac
 	return total, nil
 }
 
-// Update applies p to a resource. ifMatch, when not nil, is the generation the client expects (else
-// CodeGenerationMismatch). The generation increments only when the spec changes semantically.
+// Update applies p to a resource. ifMatch, when not nil, is the version (ETag) the client read (else
+// CodeVersionMismatch): any write since, labels and status included, fails the update. The generation increments
+// only when the spec changes semantically.
 func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string, p Patch, ifMatch *int64) (*Resource, error) {
 	if p.Labels == nil && p.Spec == nil {
 		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec and/or labels"}
 	}
 	caller := CallerFrom(ctx)
 	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
-		if ifMatch != nil && *ifMatch != r.Generation {
-			return Errorf(CodeGenerationMismatch, "the %s is at generation %d, not %d", d.Kind, r.Generation, *ifMatch)
+		if ifMatch != nil && *ifMatch != r.Version {
+			return Errorf(CodeVersionMismatch, `the %s has changed since version "%d": it is at "%d"; read it again`, d.Kind, *ifMatch, r.Version)
 		}
 		if r.Deleting() {
 			return Errorf(CodeDeleting, "the %s is being deleted and can no longer change", d.Kind)

@@ -211,3 +211,38 @@ func TestTheACLFileDecidesRoles(t *testing.T) {
 	require.NoError(t, err)
 	problem(t, list.HTTPResponse, list.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
 }
+
+// Whether a caller may write statuses at all is known from the route and the token: a caller without the role
+// gets 403 whatever the body holds, before the body is read, and only an adapter hears that its body is wrong.
+// Which adapter a report speaks for is in the body, so that check still follows it.
+func TestStatusWritesCheckTheRoleBeforeTheBody(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, admin)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	tests := []struct {
+		name   string
+		token  string
+		body   string
+		status int
+		code   string
+	}{
+		{"viewer, junk", mint("vera", []auth.Role{auth.RoleViewer}, ""), `{"junk":1}`, http.StatusForbidden, "HYPERFLEET-AUZ-001"},
+		{"viewer, not JSON", mint("vera", []auth.Role{auth.RoleViewer}, ""), `{{{`, http.StatusForbidden, "HYPERFLEET-AUZ-001"},
+		{"user, junk", mint("uma", []auth.Role{auth.RoleUser}, ""), `{"junk":1}`, http.StatusForbidden, "HYPERFLEET-AUZ-001"},
+		{"adapter without a name, junk", mint("anon", []auth.Role{auth.RoleAdapter}, ""), `{"junk":1}`, http.StatusForbidden, "HYPERFLEET-AUZ-001"},
+		{"adapter, junk", mint("svc", []auth.Role{auth.RoleAdapter}, "applier"), `{"junk":1}`, http.StatusBadRequest, "HYPERFLEET-VAL-001"},
+		{"adapter, as another", mint("svc", []auth.Role{auth.RoleAdapter}, "applier"),
+			`{"adapter":"other","observed_generation":1,"observed_time":"` + time.Now().UTC().Format(time.RFC3339) + `","conditions":[{"type":"Available","status":"True"}]}`,
+			http.StatusForbidden, "HYPERFLEET-AUZ-001"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := s.PostClusterStatusWithBodyWithResponse(ctx, created.JSON201.Id, "application/json", strings.NewReader(tt.body), bearer(tt.token))
+			require.NoError(t, err)
+			problem(t, resp.HTTPResponse, resp.Body, tt.status, tt.code)
+		})
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -51,15 +53,19 @@ func TestClusterLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, patched.StatusCode(), "body: %s", patched.Body)
 	require.Equal(t, api.Labels{"team": "core"}, patched.JSON200.Labels)
 	require.Equal(t, int64(1), patched.JSON200.Generation)
+	require.Equal(t, "2", patched.JSON200.ResourceVersion, "every write moves the version")
+	require.Equal(t, `"2"`, patched.HTTPResponse.Header.Get("ETag"))
 
 	// A semantic spec change bumps it once; the same change again is a no-op.
 	for i, want := range []int64{2, 2} {
+		version := strconv.FormatInt(want+1, 10) // created 1, labels 2
 		p, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil,
 			api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, p.StatusCode(), "patch %d: %s", i, p.Body)
 		require.Equal(t, want, p.JSON200.Generation, "patch %d", i)
-		require.Equal(t, `"`+strconv.FormatInt(want, 10)+`"`, p.HTTPResponse.Header.Get("ETag"))
+		require.Equal(t, `"`+version+`"`, p.HTTPResponse.Header.Get("ETag"), "a no-op writes nothing")
+		require.Equal(t, version, p.JSON200.ResourceVersion)
 		require.Equal(t, api.ClusterSpecHostedClusterInfrastructureAvailabilityPolicyHighlyAvailable, *p.JSON200.Spec.HostedCluster.InfrastructureAvailabilityPolicy)
 		require.Equal(t, "example.com", *p.JSON200.Spec.HostedCluster.Dns.BaseDomain, "merge keeps siblings")
 	}
@@ -214,6 +220,9 @@ func TestDeletingAClusterCascadesToItsNodePools(t *testing.T) {
 	problem(t, late.HTTPResponse, late.Body, http.StatusConflict, "HYPERFLEET-CNF-002")
 }
 
+// If-Match compares the resource's version, which every write moves: a spec change, a label change and an
+// adapter's report that changes the status all make an earlier ETag stale, and of concurrent writers holding the
+// same ETag exactly one wins.
 func TestIfMatchGuardsConcurrentEdits(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t)
@@ -229,15 +238,61 @@ func TestIfMatchGuardsConcurrentEdits(t *testing.T) {
 	stale, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`"1"`)}, spec("ssh-ed25519 B"))
 	require.NoError(t, err)
 	p := problem(t, stale.HTTPResponse, stale.Body, http.StatusPreconditionFailed, "HYPERFLEET-CNF-004")
-	require.Contains(t, *p.Detail, "generation 2")
+	require.Contains(t, *p.Detail, `at "2"`)
 
 	bad, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(`W/"x"`)}, spec("ssh-ed25519 B"))
 	require.NoError(t, err)
 	problem(t, bad.HTTPResponse, bad.Body, http.StatusBadRequest, "HYPERFLEET-VAL-001")
 
+	// Twenty label changes sent at once with the same ETag: labels do not move the generation, but one write
+	// must still make the others stale.
 	got, err := s.GetClusterWithResponse(ctx, c.Id)
 	require.NoError(t, err)
-	require.Equal(t, "ssh-ed25519 A", *got.JSON200.Spec.HostedCluster.SshPublicKey, "the stale write left nothing behind")
+	etag := got.HTTPResponse.Header.Get("ETag")
+	require.Equal(t, `"`+got.JSON200.ResourceVersion+`"`, etag)
+	const writers = 20
+	codes := make(chan int, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, &api.PatchClusterParams{IfMatch: ptr(etag)},
+				api.ResourcePatch{Labels: &map[string]*string{"writer": ptr(strconv.Itoa(i))}})
+			if err != nil {
+				codes <- 0
+				return
+			}
+			codes <- r.StatusCode()
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	counts := map[int]int{}
+	for code := range codes {
+		counts[code]++
+	}
+	require.Equal(t, map[int]int{http.StatusOK: 1, http.StatusPreconditionFailed: writers - 1}, counts)
+
+	// An adapter's report that changes the status is a write too.
+	before, err := s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.NotEqual(t, etag, before.HTTPResponse.Header.Get("ETag"))
+	postClusterStatus(t, s, c, report("applier", 2, time.Now(), available("True")), http.StatusCreated)
+	after, err := s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.NotEqual(t, before.JSON200.Status, after.JSON200.Status, "the report changes the status")
+	require.NotEqual(t, before.HTTPResponse.Header.Get("ETag"), after.HTTPResponse.Header.Get("ETag"),
+		"one ETag must not name two representations")
+	late, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id,
+		&api.PatchClusterParams{IfMatch: ptr(before.HTTPResponse.Header.Get("ETag"))}, spec("ssh-ed25519 C"))
+	require.NoError(t, err)
+	problem(t, late.HTTPResponse, late.Body, http.StatusPreconditionFailed, "HYPERFLEET-CNF-004")
+
+	final, err := s.GetClusterWithResponse(ctx, c.Id)
+	require.NoError(t, err)
+	require.Equal(t, "ssh-ed25519 A", *final.JSON200.Spec.HostedCluster.SshPublicKey, "the stale writes left nothing behind")
+	require.Equal(t, int64(2), final.JSON200.Generation)
 }
 
 func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {

@@ -1,15 +1,21 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
 // Requests with made-up methods, sent without a token, must not create metric series: every label comes from a
@@ -25,21 +31,23 @@ func TestMadeUpMethodsDoNotGrowMetrics(t *testing.T) {
 		}
 		return n
 	}
-	for i := range 2000 {
-		for _, path := range []string{"/api/hyperfleet/v1/clusters", "/api/hyperfleet/v1/nothing/" + fmt.Sprint(i), "/x"} {
-			req, err := http.NewRequest(fmt.Sprintf("X%06d", i), s.base+path, http.NoBody)
-			require.NoError(t, err)
-			resp, err := http.DefaultClient.Do(req) // not the contract transport: these are not operations of the API
-			require.NoError(t, err)
-			_ = readAll(t, resp)
-			require.Less(t, resp.StatusCode, 500)
-		}
+	const methods = 20_000
+	for i := range methods {
+		path := []string{"/api/hyperfleet/v1/clusters", "/api/hyperfleet/v1/nothing/" + fmt.Sprint(i), "/x"}[i%3]
+		req, err := http.NewRequest(fmt.Sprintf("X%06d", i), s.base+path, http.NoBody)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req) // not the contract transport: these are not operations of the API
+		require.NoError(t, err)
+		_ = readAll(t, resp)
+		require.Less(t, resp.StatusCode, 500)
 	}
 	metrics := scrape(t, s.metrics+"/metrics")
 	require.NotContains(t, metrics, `method="X0`)
 	require.NotContains(t, metrics, `route="/api/hyperfleet/v1/nothing`)
 	require.Contains(t, metrics, `method="OTHER"`)
-	require.LessOrEqual(t, seriesCount(), 10, "6,000 requests with made-up methods and paths must fall into a handful of series")
+	series := seriesCount()
+	t.Logf("%d request series after %d requests with made-up methods", series, methods)
+	require.LessOrEqual(t, series, 10, "requests with made-up methods and paths must fall into a handful of series")
 }
 
 // Values Go's JSON accepts and PostgreSQL's jsonb refuses are 400 HYPERFLEET-VAL-008 naming the field, on every
@@ -105,4 +113,57 @@ func TestValuesPostgreSQLRefusesAre400(t *testing.T) {
 	got, err := s.GetClusterWithResponse(ctxFor(t), c.Id)
 	require.NoError(t, err)
 	require.NotContains(t, got.JSON200.Labels, "team")
+}
+
+// A client's faults are not the server's: broken chunked framing is a 400, a body that does not arrive within the
+// read timeout a 408, and a client that hangs up mid-body a 499 that is logged at debug level. None may show up
+// as a 5xx in the request metrics, where it would page someone.
+func TestClientFaultsAreNotServerErrors(t *testing.T) {
+	s := startServerOn(t, harness.NewDatabase(t), server.Config{HTTPReadTimeout: time.Second,
+		RequiredAdapters: map[string][]string{"cluster": {"applier"}}})
+	addr := strings.TrimPrefix(s.base, "http://")
+	const head = "POST /api/hyperfleet/v1/clusters HTTP/1.1\r\nHost: hyperfleet\r\nContent-Type: application/json\r\n"
+	send := func(t *testing.T, raw string) net.Conn {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		_, err = io.WriteString(conn, raw)
+		require.NoError(t, err)
+		return conn
+	}
+	answer := func(t *testing.T, conn net.Conn, status int, code string) {
+		t.Helper()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		problem(t, resp, []byte(readAll(t, resp)), status, code)
+	}
+
+	t.Run("broken chunked framing", func(t *testing.T) {
+		conn := send(t, head+"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+		answer(t, conn, http.StatusBadRequest, "HYPERFLEET-VAL-001")
+	})
+	t.Run("a body slower than the read timeout", func(t *testing.T) {
+		conn := send(t, head+"Content-Length: 100\r\n\r\n{\"name\":")
+		answer(t, conn, http.StatusRequestTimeout, "HYPERFLEET-LMT-003")
+	})
+	t.Run("a client that hangs up mid-body", func(t *testing.T) {
+		conn := send(t, head+"Content-Length: 100\r\n\r\n{\"name\":")
+		require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+		counted := func() bool {
+			return strings.Contains(scrape(t, s.metrics+"/metrics"), `hyperfleet_api_requests_total{code="499",method="POST",route="/api/hyperfleet/v1/clusters"} 1`)
+		}
+		if !assert.Eventually(t, counted, 10*time.Second, 20*time.Millisecond, "the hang-up is counted as 499") {
+			t.Log(scrape(t, s.metrics+"/metrics"))
+		}
+	})
+	for _, line := range strings.Split(scrape(t, s.metrics+"/metrics"), "\n") {
+		if strings.HasPrefix(line, "hyperfleet_api_requests_total{") {
+			require.NotContains(t, line, `code="5`, "no client fault may count as a server error")
+		}
+	}
+	list, err := s.ListClustersWithResponse(ctxFor(t), nil)
+	require.NoError(t, err)
+	require.Zero(t, list.JSON200.Total, "nothing was created")
 }

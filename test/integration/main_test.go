@@ -71,6 +71,9 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		EnableJWT: overrides.EnableJWT, EnableAuthz: overrides.EnableAuthz, JWT: overrides.JWT, ACLFile: overrides.ACLFile,
 		RateLimit: overrides.RateLimit, RateBurst: overrides.RateBurst,
 	}
+	if overrides.HTTPReadTimeout != 0 {
+		cfg.HTTPReadTimeout = overrides.HTTPReadTimeout
+	}
 	if overrides.MaxBodyBytes != 0 {
 		cfg.MaxBodyBytes = overrides.MaxBodyBytes
 	}
