@@ -67,6 +67,9 @@ func (o *options) addDatabaseFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.cfg.DB.PasswordFile, "db-password-file", "secrets/db.password", "file holding the database password")
 	fs.StringVar(&o.cfg.DB.SSLMode, "db-sslmode", "", "libpq sslmode (default: disable in development and tests, verify-full in production)")
 	fs.IntVar(&o.cfg.DB.MaxOpenConns, "db-max-open-connections", 50, "connection pool size")
+	fs.DurationVar(&o.cfg.DB.StatementTimeout, "db-statement-timeout", 20*time.Second,
+		"longest a serving SQL statement may run before the database cancels it (503); 0 = no limit; migrate runs without it")
+	fs.DurationVar(&o.cfg.DB.LockTimeout, "db-lock-timeout", 5*time.Second, "longest a statement may wait for a lock (503); 0 = no limit")
 	fs.BoolVar(&o.cfg.DB.Debug, "enable-db-debug", false, "log every SQL statement")
 	fs.BoolVar(&o.cfg.EmbeddedDB, "embedded-db", false, "start a private PostgreSQL (development); the default in development when no database is configured")
 	fs.StringVar(&o.cfg.EmbeddedDataDir, "embedded-db-dir", "", "data directory of the embedded database (default: ~/.cache/hyperfleet/embedded-postgres; /var/cache/hyperfleet/embedded-postgres for root)")

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -30,6 +32,19 @@ func BenchmarkDecodeStatusReport(b *testing.B) {
 			dec := json.NewDecoder(bytes.NewReader(body))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What a status write really runs: the wire struct plus the checks (media type, what jsonb refuses, repeated
+	// and case-folded member names).
+	b.Run("decodeStrict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r reportBody
+			req := httptest.NewRequest(http.MethodPut, "/statuses", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if err := decodeStrict(req, &r); err != nil {
 				b.Fatal(err)
 			}
 		}

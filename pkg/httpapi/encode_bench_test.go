@@ -7,14 +7,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/kinds"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/schema"
 )
 
 // BenchmarkEncodeListPage measures what the API spends turning a page of 100 clusters, as a list reads them
-// (conditions still raw JSON), into the response.
+// (conditions still raw JSON), into the response: as an admin sees it, and as a user, whose page leaves out the
+// internal spec fields.
 func BenchmarkEncodeListPage(b *testing.B) {
-	d := &resource.Descriptor{Kind: "Cluster", Plural: "clusters"}
+	doc, err := schema.Load(openapi.Document())
+	if err != nil {
+		b.Fatal(err)
+	}
+	set, err := kinds.Build(doc, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := set.All[0]
+	if d.Kind != "Cluster" {
+		for _, k := range set.All {
+			if k.Kind == "Cluster" {
+				d = k
+			}
+		}
+	}
 	spec := json.RawMessage(`{"hosted_cluster":{"controller_availability_policy":"HighlyAvailable","etcd":{"management_type":"Managed","storage_size":"8Gi"},"fips":false,"infrastructure_availability_policy":"SingleReplica","networking":{"cluster_network":[{"cidr":"10.132.0.0/14"}],"network_type":"OVNKubernetes","service_network":[{"cidr":"172.31.0.0/16"}]},"platform":{"type":"None"},"services":[{"service":"APIServer","type":"LoadBalancer"},{"service":"OAuthServer","type":"Route"},{"service":"Konnectivity","type":"Route"},{"service":"Ignition","type":"Route"}]},"version_stream":"stable-4-16"}`)
 	now := time.Now().UTC()
 	items := make([]resource.Resource, 100)
@@ -33,18 +52,25 @@ func BenchmarkEncodeListPage(b *testing.B) {
 			Status: resource.Status{Phase: conditions.PhaseReady, RawConditions: raw}, CreatedTime: now, UpdatedTime: now}
 	}
 	k := &kindHandler{d: d}
-	b.ReportAllocs()
-	for b.Loop() {
-		out := listJSON{Kind: "ClusterList", Page: 1, Size: 100, Total: 10000, Items: make([]any, len(items))}
-		for i := range items {
-			item, err := k.present(&items[i])
-			if err != nil {
-				b.Fatal(err)
+	for _, caller := range []struct {
+		name   string
+		public bool
+	}{{"admin", false}, {"user", true}} {
+		b.Run(caller.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out := listJSON{Kind: "ClusterList", Page: 1, Size: 100, Total: 10000, Items: make([]any, len(items))}
+				for i := range items {
+					item, err := k.present(&items[i], caller.public)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out.Items[i] = item
+				}
+				if err := json.NewEncoder(io.Discard).Encode(out); err != nil {
+					b.Fatal(err)
+				}
 			}
-			out.Items[i] = item
-		}
-		if err := json.NewEncoder(io.Discard).Encode(out); err != nil {
-			b.Fatal(err)
-		}
+		})
 	}
 }

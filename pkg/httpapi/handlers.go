@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/gorilla/mux"
-
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/jsonb"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
@@ -150,12 +152,19 @@ func (l *listWriter) finish(total int64) error {
 	return nil
 }
 
-// present returns the wire form of r. A list hands over the stored conditions as they are; a write's typed
-// conditions are encoded here.
-func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
+// present returns the wire form of r, without its internal spec fields when public. A list hands over the stored
+// conditions as they are; a write's typed conditions are encoded here.
+func (k *kindHandler) present(r *resource.Resource, public bool) (resourceJSON, error) {
+	spec := r.Spec
+	if public && k.d.Spec.HasInternal() {
+		var err error
+		if spec, err = k.publicSpec(r); err != nil {
+			return resourceJSON{}, err
+		}
+	}
 	out := resourceJSON{
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
-		Spec: r.Spec, Generation: r.Generation, ResourceVersion: strconv.FormatInt(r.Version, 10), Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
+		Spec: spec, Generation: r.Generation, ResourceVersion: strconv.FormatInt(r.Version, 10), Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
 	}
@@ -176,9 +185,36 @@ func (k *kindHandler) present(r *resource.Resource) (resourceJSON, error) {
 	return out, nil
 }
 
+// publicSpec returns r's spec without its internal fields, which only admins and adapters see: the public
+// document that viewers and users are served does not have them either.
+func (k *kindHandler) publicSpec(r *resource.Resource) (json.RawMessage, error) {
+	var spec map[string]any
+	if err := json.Unmarshal(r.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("decode the spec of %s %s: %w", r.Kind, r.ID, err)
+	}
+	if !k.d.Spec.StripInternal(spec) {
+		return r.Spec, nil
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode the public spec of %s %s: %w", r.Kind, r.ID, err)
+	}
+	return raw, nil
+}
+
+// seesInternal reports whether the caller may see internal spec fields: admins and adapters (which act on them)
+// may; with authorization off every caller is an admin.
+func (s *Server) seesInternal(r *http.Request) bool {
+	if !s.cfg.Authorize {
+		return true
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	return id.HasRole(auth.RoleAdmin) || id.HasRole(auth.RoleAdapter)
+}
+
 func (k *kindHandler) writeResource(w http.ResponseWriter, r *http.Request, status int, res *resource.Resource) {
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(res.Version, 10)))
-	out, err := k.present(res)
+	out, err := k.present(res, !k.s.seesInternal(r))
 	if err != nil {
 		k.fail(w, r, err)
 		return
@@ -196,15 +232,16 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	opts.ParentID = mux.Vars(r)["parent_id"]
+	opts.ParentID = idsOf(r).parent
 	contentType := "application/json"
 	if fields != nil {
 		// A sparse page is its own media type: its items lack members a full resource must have.
 		contentType = sparseJSON
 	}
+	public := !k.s.seesInternal(r)
 	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size}}
 	total, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
-		item, err := k.present(res)
+		item, err := k.present(res, public)
 		if err != nil {
 			return err
 		}
@@ -331,6 +368,9 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 
 // decodeStrict reads a JSON object into v, refusing unknown members, trailing data and oversized bodies.
 func decodeStrict(r *http.Request, v any) error {
+	if err := checkMediaType(r); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return bodyReadError(r, err)
@@ -343,16 +383,45 @@ func decodeStrict(r *http.Request, v any) error {
 	if dec.More() {
 		return &resource.Error{Code: resource.CodeMalformed, Message: "the body must be a single JSON object"}
 	}
-	// Valid JSON that PostgreSQL's jsonb would refuse is bad input, decided here before anything is stored.
+	// Valid JSON that PostgreSQL's jsonb would refuse is bad input, decided here before anything is stored; so is
+	// a member sent twice, of which only one value would be kept.
 	if p := jsonb.Check(body); p != nil {
 		field := p.Path
 		if field == "" {
 			field = "(body)"
 		}
+		if p.Duplicate {
+			return &resource.Error{Code: resource.CodeMalformed, Message: "a member is repeated: " + p.Error(),
+				Fields: []resource.FieldError{{Field: field, Message: p.Reason}}}
+		}
 		return &resource.Error{Code: resource.CodeUnstorable, Message: "a value cannot be stored: " + p.Error(),
 			Fields: []resource.FieldError{{Field: field, Message: p.Reason}}}
 	}
-	return nil
+	return exactMembers(body, reflect.TypeOf(v), "")
+}
+
+// checkMediaType refuses a body in a media type the operation does not take (415), before reading it: a PATCH
+// takes a JSON merge patch (application/merge-patch+json, or application/json), everything else JSON. Media types
+// are case-insensitive (RFC 9110), a charset other than UTF-8 is refused, and a missing Content-Type is taken as
+// JSON.
+func checkMediaType(r *http.Request) error {
+	header := r.Header.Get("Content-Type")
+	if header == "" {
+		return nil
+	}
+	want := []string{"application/json"}
+	if r.Method == http.MethodPatch {
+		want = []string{"application/merge-patch+json", "application/json"}
+	}
+	mediaType, params, err := mime.ParseMediaType(header)
+	if err == nil && slices.Contains(want, mediaType) {
+		if charset, ok := params["charset"]; !ok || strings.EqualFold(charset, "utf-8") {
+			return nil
+		}
+	}
+	return &resource.Error{Code: resource.CodeUnsupportedMediaType,
+		Message: fmt.Sprintf("Content-Type %q is not accepted here: send %s", header, strings.Join(want, " or ")),
+		Fields:  []resource.FieldError{{Field: "Content-Type", Message: "must be " + strings.Join(want, " or ")}}}
 }
 
 // bodyReadError classifies a failure to read a request body. Reading from a socket the server accepted fails only
@@ -407,7 +476,7 @@ func (k *kindHandler) create(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	parentID := mux.Vars(r)["parent_id"]
+	parentID := idsOf(r).parent
 	res, err := k.s.svc.Create(r.Context(), k.d, parentID, resource.CreateInput{Name: body.Name, Labels: body.Labels, Spec: body.Spec})
 	if err != nil {
 		k.fail(w, r, err)
@@ -418,8 +487,8 @@ func (k *kindHandler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (k *kindHandler) get(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	res, err := k.s.svc.Get(r.Context(), k.d, v["parent_id"], v["id"])
+	ids := idsOf(r)
+	res, err := k.s.svc.Get(r.Context(), k.d, ids.parent, ids.id)
 	if err != nil {
 		k.fail(w, r, err)
 		return
@@ -433,11 +502,6 @@ type patchBody struct {
 }
 
 func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
-	ct := strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0])
-	if ct != "" && ct != "application/merge-patch+json" && ct != "application/json" {
-		k.fail(w, r, &resource.Error{Code: resource.CodeMalformed, Message: fmt.Sprintf("content type %q is not supported: use application/merge-patch+json", ct)})
-		return
-	}
 	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		k.fail(w, r, err)
@@ -448,8 +512,8 @@ func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
-	v := mux.Vars(r)
-	res, err := k.s.svc.Update(r.Context(), k.d, v["parent_id"], v["id"], resource.Patch{Labels: body.Labels, Spec: body.Spec}, ifMatch)
+	ids := idsOf(r)
+	res, err := k.s.svc.Update(r.Context(), k.d, ids.parent, ids.id, resource.Patch{Labels: body.Labels, Spec: body.Spec}, ifMatch)
 	if err != nil {
 		k.fail(w, r, err)
 		return
@@ -472,8 +536,8 @@ func parseIfMatch(h string) (*int64, error) {
 }
 
 func (k *kindHandler) remove(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	res, err := k.s.svc.Delete(r.Context(), k.d, v["parent_id"], v["id"])
+	ids := idsOf(r)
+	res, err := k.s.svc.Delete(r.Context(), k.d, ids.parent, ids.id)
 	if err != nil {
 		k.fail(w, r, err)
 		return

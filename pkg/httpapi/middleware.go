@@ -149,6 +149,13 @@ func isDataException(err error) bool {
 	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22"
 }
 
+// isTimedOut reports the database cancelling a statement for statement_timeout (57014) or lock_timeout (55P03). A
+// client's own cancellation also shows as 57014, which writeError has told apart by then.
+func isTimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "55P03")
+}
+
 // isUnavailable tells a database outage (connection refused, reset, admin shutdown) from a bug.
 func isUnavailable(err error) bool {
 	var netErr net.Error

@@ -19,30 +19,32 @@ const StatusClientClosedRequest = 499
 
 // statusOf maps each domain error code to its HTTP status: the one table that decides it.
 var statusOf = map[resource.Code]int{
-	resource.CodeMalformed:        http.StatusBadRequest,
-	resource.CodeInvalid:          http.StatusBadRequest,
-	resource.CodeBadSearch:        http.StatusBadRequest,
-	resource.CodeBadListParam:     http.StatusBadRequest,
-	resource.CodeInternalField:    http.StatusUnprocessableEntity,
-	resource.CodeUnprocessable:    http.StatusUnprocessableEntity,
-	resource.CodeImmutable:        http.StatusUnprocessableEntity,
-	resource.CodeUnstorable:       http.StatusBadRequest,
-	resource.CodeNotFound:         http.StatusNotFound,
-	resource.CodeMethodNotAllowed: http.StatusMethodNotAllowed,
-	resource.CodeNameTaken:        http.StatusConflict,
-	resource.CodeParentDeleting:   http.StatusConflict,
-	resource.CodeDeleting:         http.StatusConflict,
-	resource.CodeVersionMismatch:  http.StatusPreconditionFailed,
-	resource.CodeInUse:            http.StatusConflict,
-	resource.CodeStatusStale:      http.StatusConflict,
-	resource.CodeUnauthenticated:  http.StatusUnauthorized,
-	resource.CodeForbidden:        http.StatusForbidden,
-	resource.CodeTooLarge:         http.StatusRequestEntityTooLarge,
-	resource.CodeRateLimited:      http.StatusTooManyRequests,
-	resource.CodeRequestTimeout:   http.StatusRequestTimeout,
-	resource.CodeClientClosed:     StatusClientClosedRequest,
-	resource.CodeUnavailable:      http.StatusServiceUnavailable,
-	resource.CodeInternal:         http.StatusInternalServerError,
+	resource.CodeMalformed:            http.StatusBadRequest,
+	resource.CodeInvalid:              http.StatusBadRequest,
+	resource.CodeBadSearch:            http.StatusBadRequest,
+	resource.CodeBadListParam:         http.StatusBadRequest,
+	resource.CodeInternalField:        http.StatusUnprocessableEntity,
+	resource.CodeUnprocessable:        http.StatusUnprocessableEntity,
+	resource.CodeImmutable:            http.StatusUnprocessableEntity,
+	resource.CodeUnstorable:           http.StatusBadRequest,
+	resource.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	resource.CodeMalformedID:          http.StatusBadRequest,
+	resource.CodeNotFound:             http.StatusNotFound,
+	resource.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	resource.CodeNameTaken:            http.StatusConflict,
+	resource.CodeParentDeleting:       http.StatusConflict,
+	resource.CodeDeleting:             http.StatusConflict,
+	resource.CodeVersionMismatch:      http.StatusPreconditionFailed,
+	resource.CodeInUse:                http.StatusConflict,
+	resource.CodeStatusStale:          http.StatusConflict,
+	resource.CodeUnauthenticated:      http.StatusUnauthorized,
+	resource.CodeForbidden:            http.StatusForbidden,
+	resource.CodeTooLarge:             http.StatusRequestEntityTooLarge,
+	resource.CodeRateLimited:          http.StatusTooManyRequests,
+	resource.CodeRequestTimeout:       http.StatusRequestTimeout,
+	resource.CodeClientClosed:         StatusClientClosedRequest,
+	resource.CodeUnavailable:          http.StatusServiceUnavailable,
+	resource.CodeInternal:             http.StatusInternalServerError,
 }
 
 // writeError answers err as problem+json. Anything that is not a *resource.Error is logged and answered as a 500
@@ -62,6 +64,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		// fault of the server's.
 		log.DebugContext(r.Context(), "the client went away", "error", err)
 		e = &resource.Error{Code: resource.CodeClientClosed, Message: "the client closed the request"}
+	case isTimedOut(err):
+		log.WarnContext(r.Context(), "a statement hit the database's statement or lock timeout", "error", err)
+		e = &resource.Error{Code: resource.CodeUnavailable, Message: "the database did not answer in time (statement or lock timeout); retry later"}
 	case isUnavailable(err):
 		log.ErrorContext(r.Context(), "database unavailable", "error", err)
 		e = &resource.Error{Code: resource.CodeUnavailable, Message: "the database is unavailable; retry later"}
@@ -92,6 +97,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			fields[i] = api.FieldError{Field: f.Field, Message: f.Message}
 		}
 		p.Errors = &fields
+	}
+	if e.Code == resource.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	if e.Code == resource.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hyperfleet"`)

@@ -105,19 +105,19 @@ func NewServer(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.
 		if d.Parent != nil {
 			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
 			// The flat list of every parent's children is read-only.
-			resources.Handle("/"+d.Plural, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
+			resources.Handle("/"+d.Plural, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
 		}
 		item := collection + "/{id}"
-		resources.Handle(collection, s.allow(auth.ActionRead, k.list)).Methods(http.MethodGet)
-		resources.Handle(collection, s.allow(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
-		resources.Handle(item, s.allow(auth.ActionRead, k.get)).Methods(http.MethodGet)
-		resources.Handle(item, s.allow(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
-		resources.Handle(item, s.allow(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
-		resources.Handle(item+"/statuses", s.allow(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
+		resources.Handle(collection, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
+		resources.Handle(collection, k.route(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		resources.Handle(item, k.route(auth.ActionRead, k.get)).Methods(http.MethodGet)
+		resources.Handle(item, k.route(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
+		resources.Handle(item, k.route(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		resources.Handle(item+"/statuses", k.route(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
 		// The role is checked before the body is read; which adapter a report speaks for is in its body, so
 		// putStatus checks the adapter name once it has read it.
-		resources.Handle(item+"/statuses", s.allow(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
-		resources.Handle(item+"/force-delete", s.allow(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
+		resources.Handle(item+"/statuses", k.route(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
+		resources.Handle(item+"/force-delete", k.route(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
 	// so the version, the OpenAPI document and the UI stay public.

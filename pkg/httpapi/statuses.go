@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
@@ -66,8 +64,8 @@ func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 	for i, c := range body.Conditions {
 		rep.Conditions[i] = conditions.Reported{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
 	}
-	v := mux.Vars(r)
-	st, created, err := k.s.svc.PutStatus(r.Context(), k.d, v["parent_id"], v["id"], rep)
+	ids := idsOf(r)
+	st, created, err := k.s.svc.PutStatus(r.Context(), k.d, ids.parent, ids.id, rep)
 	if err != nil {
 		k.fail(w, r, err)
 		return
@@ -80,8 +78,8 @@ func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (k *kindHandler) listStatuses(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	all, err := k.s.svc.ListStatuses(r.Context(), k.d, v["parent_id"], v["id"])
+	ids := idsOf(r)
+	all, err := k.s.svc.ListStatuses(r.Context(), k.d, ids.parent, ids.id)
 	if err != nil {
 		k.fail(w, r, err)
 		return
@@ -95,8 +93,8 @@ func (k *kindHandler) listStatuses(w http.ResponseWriter, r *http.Request) {
 }
 
 func (k *kindHandler) forceDelete(w http.ResponseWriter, r *http.Request) {
-	v := mux.Vars(r)
-	res, err := k.s.svc.ForceDelete(r.Context(), k.d, v["parent_id"], v["id"])
+	ids := idsOf(r)
+	res, err := k.s.svc.ForceDelete(r.Context(), k.d, ids.parent, ids.id)
 	if err != nil {
 		k.fail(w, r, err)
 		return

@@ -10,10 +10,16 @@
 //   - a number beyond the numeric type's range: more than 131072 digits before the decimal point or more than
 //     16383 after it (1e131072, 1e-16384, 0.<16384 digits>).
 //
+// Check also reports a member name repeated in one object (Problem.Duplicate), which jsonb accepts but keeps only
+// the last value of, so that what was sent would not be what is stored; Go's decoder too silently keeps one. It
+// reports a duplicate only when nothing in the document is refused.
+//
 // Check assumes syntactically valid JSON (json.Valid); on anything else it reports what it found first.
 package jsonb
 
 import (
+	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -31,6 +37,8 @@ type Problem struct {
 	// ("data.items[2].name"); empty for the document itself.
 	Path   string
 	Reason string
+	// Duplicate marks a repeated member name, which jsonb stores (keeping the last) rather than refuses.
+	Duplicate bool
 }
 
 func (p *Problem) Error() string {
@@ -44,19 +52,51 @@ func (p *Problem) Error() string {
 func Check(raw []byte) *Problem {
 	s := scanner{in: raw}
 	s.value()
-	return s.problem
+	if s.problem != nil {
+		return s.problem
+	}
+	return s.duplicate
 }
 
+// The scanner runs on every request body, so it allocates as little as it can: a path is kept as elements and
+// spelled out only for a problem, values are checked without being copied, and the member names of the objects
+// being scanned share one stack.
 type scanner struct {
 	in      []byte
 	pos     int
-	path    []string
+	path    []pathElem
 	problem *Problem
+	// duplicate is the first repeated member name; scanning goes on, since a refused value matters more.
+	duplicate *Problem
+	// names holds the member names of the objects being scanned, innermost last.
+	names []string
+}
+
+// pathElem is an object member's name or an array item's index.
+type pathElem struct {
+	key   string
+	index int
+	isKey bool
+}
+
+func (s *scanner) pathString() string {
+	var b strings.Builder
+	for i, e := range s.path {
+		switch {
+		case !e.isKey:
+			b.WriteString("[" + strconv.Itoa(e.index) + "]")
+		case i > 0:
+			b.WriteString("." + e.key)
+		default:
+			b.WriteString(e.key)
+		}
+	}
+	return b.String()
 }
 
 func (s *scanner) fail(reason string) {
 	if s.problem == nil {
-		s.problem = &Problem{Path: strings.Join(s.path, ""), Reason: reason}
+		s.problem = &Problem{Path: s.pathString(), Reason: reason}
 	}
 }
 
@@ -82,7 +122,7 @@ func (s *scanner) value() {
 	case c == '[':
 		s.array()
 	case c == '"':
-		s.str()
+		s.str(false)
 	case c == '-' || (c >= '0' && c <= '9'):
 		s.number()
 	default: // true, false, null
@@ -94,6 +134,10 @@ func (s *scanner) value() {
 
 func (s *scanner) object() {
 	s.pos++ // {
+	// Most objects have a handful of members: a scan of the stack beats a map until they have many.
+	base := len(s.names)
+	defer func() { s.names = s.names[:base] }()
+	var nameSet map[string]bool
 	for s.problem == nil {
 		s.skipSpace()
 		if s.pos >= len(s.in) {
@@ -107,16 +151,25 @@ func (s *scanner) object() {
 			s.pos++
 			continue
 		}
-		key := s.str()
+		key := s.str(true)
 		s.skipSpace()
 		if s.pos < len(s.in) && s.in[s.pos] == ':' {
 			s.pos++
 		}
-		segment := key
-		if len(s.path) > 0 {
-			segment = "." + key
+		s.path = append(s.path, pathElem{key: key, isKey: true})
+		if seen := nameSet[key] || (nameSet == nil && slices.Contains(s.names[base:], key)); seen && s.duplicate == nil {
+			s.duplicate = &Problem{Path: s.pathString(), Duplicate: true,
+				Reason: strconv.Quote(key) + " appears twice in one object: send each member once"}
 		}
-		s.path = append(s.path, segment)
+		if s.names = append(s.names, key); len(s.names)-base > 16 {
+			if nameSet == nil {
+				nameSet = make(map[string]bool, 2*(len(s.names)-base))
+				for _, n := range s.names[base:] {
+					nameSet[n] = true
+				}
+			}
+			nameSet[key] = true
+		}
 		s.value()
 		s.path = s.path[:len(s.path)-1]
 	}
@@ -138,27 +191,42 @@ func (s *scanner) array() {
 			i++
 			continue
 		}
-		s.path = append(s.path, "["+strconv.Itoa(i)+"]")
+		s.path = append(s.path, pathElem{index: i})
 		s.value()
 		s.path = s.path[:len(s.path)-1]
 	}
 }
 
-// str scans a string and returns it, unescaped only as far as naming a key needs (escapes other than \uXXXX are
-// kept as written; the path is for people).
-func (s *scanner) str() string {
+// str scans a string and, when keep, returns it, unescaped only as far as naming a key and telling repeated names
+// apart need (escapes other than \uXXXX are kept as written). A string without escapes is returned as one copy of
+// its bytes; only one with escapes is rebuilt.
+func (s *scanner) str(keep bool) string {
 	s.pos++ // opening quote
-	var b strings.Builder
+	start := s.pos
+	var b *strings.Builder
 	for s.pos < len(s.in) {
 		c := s.in[s.pos]
 		switch {
 		case c == '"':
 			s.pos++
-			return b.String()
+			switch {
+			case !keep:
+				return ""
+			case b == nil:
+				return string(s.in[start : s.pos-1])
+			default:
+				return b.String()
+			}
 		case c == '\\':
-			s.escape(&b)
+			if keep && b == nil {
+				b = &strings.Builder{}
+				b.Write(s.in[start:s.pos])
+			}
+			s.escape(b)
 		case c < utf8.RuneSelf:
-			b.WriteByte(c)
+			if b != nil {
+				b.WriteByte(c)
+			}
 			s.pos++
 		default:
 			r, size := utf8.DecodeRune(s.in[s.pos:])
@@ -167,20 +235,28 @@ func (s *scanner) str() string {
 				s.pos++
 				continue
 			}
-			b.WriteRune(r)
+			if b != nil {
+				b.WriteRune(r)
+			}
 			s.pos += size
 		}
 	}
-	return b.String()
+	if b != nil {
+		return b.String()
+	}
+	return ""
 }
 
+// escape checks the escape at s.pos and, when b is not nil, writes what it stands for.
 func (s *scanner) escape(b *strings.Builder) {
 	if s.pos+1 >= len(s.in) {
 		s.pos = len(s.in)
 		return
 	}
 	if s.in[s.pos+1] != 'u' {
-		b.Write(s.in[s.pos : s.pos+2])
+		if b != nil {
+			b.Write(s.in[s.pos : s.pos+2])
+		}
 		s.pos += 2
 		return
 	}
@@ -201,11 +277,15 @@ func (s *scanner) escape(b *strings.Builder) {
 			return
 		}
 		s.pos += 6
-		b.WriteRune(0x10000 + (r-0xD800)<<10 + (low - 0xDC00))
+		if b != nil {
+			b.WriteRune(0x10000 + (r-0xD800)<<10 + (low - 0xDC00))
+		}
 	case r >= 0xDC00 && r <= 0xDFFF:
 		s.fail("contains an unpaired UTF-16 surrogate (\\u" + strconv.FormatInt(int64(r), 16) + ")")
 	default:
-		b.WriteRune(r)
+		if b != nil {
+			b.WriteRune(r)
+		}
 	}
 }
 
@@ -261,11 +341,11 @@ func (s *scanner) number() {
 		return
 	}
 	// The place of the most significant digit, counted before the decimal point (negative after it).
-	trimmed := strings.TrimLeft(string(intPart), "0")
+	trimmed := bytes.TrimLeft(intPart, "0")
 	place := int64(len(trimmed))
 	if place == 0 {
-		fracLead := strings.TrimLeft(string(frac), "0")
-		if fracLead == "" {
+		fracLead := bytes.TrimLeft(frac, "0")
+		if len(fracLead) == 0 {
 			return // zero
 		}
 		place = -int64(len(frac) - len(fracLead))

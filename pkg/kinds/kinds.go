@@ -100,6 +100,10 @@ func (a specSchema) InternalFields(spec map[string]any) []string { return a.s.In
 
 func (a specSchema) ImmutableFields() []string { return a.s.ImmutableFields() }
 
+func (a specSchema) HasInternal() bool { return a.s.HasInternal() }
+
+func (a specSchema) StripInternal(spec map[string]any) bool { return a.s.StripInternal(spec) }
+
 // withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
 type withRules struct {
 	resource.SpecSchema

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,41 +11,82 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 )
 
-// PhaseCollector exports how many live resources of each kind are in each phase, counted when scraped (one
-// grouped query per kind over the phase index).
+// phaseCountTimeout bounds the count a scrape runs: a scrape must answer promptly even when the database does
+// not, so that the API's other metrics (and the alert that the database is slow) still get through.
+const phaseCountTimeout = time.Second
+
+// PhaseCollector exports how many resources of each kind are in each phase. A scrape counts them afresh (one
+// statement over every kind, bounded by phaseCountTimeout); when that fails it exports the last counts it got, and
+// hyperfleet_resources_counted_timestamp_seconds says how old they are.
 type PhaseCollector struct {
-	store *Store
-	kinds []*resource.Descriptor
-	desc  *prometheus.Desc
+	store   *Store
+	query   string
+	desc    *prometheus.Desc
+	counted *prometheus.Desc
+	errors  prometheus.Counter
+
+	mu   sync.Mutex
+	last []phaseCount
+	at   time.Time
+}
+
+type phaseCount struct {
+	Kind  string
+	Phase string
+	N     int64
 }
 
 var _ prometheus.Collector = (*PhaseCollector)(nil)
 
 // NewPhaseCollector returns a collector over the given kinds.
 func NewPhaseCollector(store *Store, kinds []*resource.Descriptor) *PhaseCollector {
-	return &PhaseCollector{store: store, kinds: kinds, desc: prometheus.NewDesc("hyperfleet_resources",
-		"Resources by kind and phase (deleting ones included, as phase Deleting).", []string{"kind", "phase"}, nil)}
+	parts := make([]string, len(kinds))
+	for i, d := range kinds {
+		// Kind names come from the descriptors built in main, not from requests.
+		parts[i] = "SELECT '" + d.Kind + "' AS kind, phase, count(*) AS n FROM " + d.Table + " GROUP BY phase"
+	}
+	return &PhaseCollector{
+		store: store,
+		query: strings.Join(parts, " UNION ALL "),
+		desc: prometheus.NewDesc("hyperfleet_resources",
+			"Resources by kind and phase (deleting ones included, as phase Deleting).", []string{"kind", "phase"}, nil),
+		counted: prometheus.NewDesc("hyperfleet_resources_counted_timestamp_seconds",
+			"When the exported hyperfleet_resources counts were taken (0: never); older than the scrape when the count failed.", nil, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyperfleet_resources_count_errors_total",
+			Help: "Scrapes whose resource count failed or timed out (the previous counts were exported)."}),
+	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *PhaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *PhaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.counted
+	c.errors.Describe(ch)
+}
 
-// Collect implements prometheus.Collector; a failed count is reported as an invalid metric, not a panic.
+// Collect implements prometheus.Collector.
 func (c *PhaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), phaseCountTimeout)
 	defer cancel()
-	for _, d := range c.kinds {
-		var rows []struct {
-			Phase string
-			N     int64
-		}
-		err := c.store.db.WithContext(ctx).Raw("SELECT phase, count(*) AS n FROM " + d.Table + " GROUP BY phase").Scan(&rows).Error
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(c.desc, err)
-			continue
-		}
-		for _, r := range rows {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(r.N), d.Kind, r.Phase)
-		}
+	var rows []phaseCount
+	err := c.store.db.WithContext(ctx).Raw(c.query).Scan(&rows).Error
+
+	c.mu.Lock()
+	if err == nil {
+		c.last, c.at = rows, time.Now()
+	} else {
+		c.errors.Inc()
 	}
+	last, at := c.last, c.at
+	c.mu.Unlock()
+
+	for _, r := range last {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(r.N), r.Kind, r.Phase)
+	}
+	stamp := 0.0
+	if !at.IsZero() {
+		stamp = float64(at.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(c.counted, prometheus.GaugeValue, stamp)
+	c.errors.Collect(ch)
 }

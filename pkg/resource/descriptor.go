@@ -15,6 +15,10 @@ type SpecSchema interface {
 	InternalFields(spec map[string]any) []string
 	// ImmutableFields returns the dotted paths of the fields that may not change once the resource exists.
 	ImmutableFields() []string
+	// HasInternal reports whether the schema has internal fields at all.
+	HasInternal() bool
+	// StripInternal removes the internal fields from spec, in place, and reports whether there were any.
+	StripInternal(spec map[string]any) bool
 }
 
 // Descriptor describes one kind of resource. The engine serves every kind from its descriptor, so adding a kind

@@ -11,30 +11,32 @@ type Code string
 
 // The error codes, one per distinct failure a client can act on.
 const (
-	CodeMalformed        Code = "HYPERFLEET-VAL-001" // body is not JSON, has unknown fields or wrong types
-	CodeInvalid          Code = "HYPERFLEET-VAL-002" // schema or field rule violated
-	CodeBadSearch        Code = "HYPERFLEET-VAL-003" // search expression does not parse or names an unknown field
-	CodeBadListParam     Code = "HYPERFLEET-VAL-004" // page, size, order, fields out of range or unknown
-	CodeInternalField    Code = "HYPERFLEET-VAL-005" // a non-admin wrote an internal spec field
-	CodeUnprocessable    Code = "HYPERFLEET-VAL-006" // well-formed but not acceptable in the resource's state
-	CodeImmutable        Code = "HYPERFLEET-VAL-007" // a spec field that cannot change after create was changed
-	CodeUnstorable       Code = "HYPERFLEET-VAL-008" // a JSON value that cannot be stored (NUL, bad UTF-8, huge numbers)
-	CodeNotFound         Code = "HYPERFLEET-NTF-001"
-	CodeMethodNotAllowed Code = "HYPERFLEET-NTF-002"
-	CodeNameTaken        Code = "HYPERFLEET-CNF-001"
-	CodeParentDeleting   Code = "HYPERFLEET-CNF-002"
-	CodeDeleting         Code = "HYPERFLEET-CNF-003" // the resource itself is being deleted
-	CodeVersionMismatch  Code = "HYPERFLEET-CNF-004" // If-Match named another version (ETag)
-	CodeInUse            Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
-	CodeStatusStale      Code = "HYPERFLEET-STS-001"
-	CodeUnauthenticated  Code = "HYPERFLEET-AUT-001"
-	CodeForbidden        Code = "HYPERFLEET-AUZ-001"
-	CodeTooLarge         Code = "HYPERFLEET-LMT-001"
-	CodeRateLimited      Code = "HYPERFLEET-LMT-002"
-	CodeRequestTimeout   Code = "HYPERFLEET-LMT-003" // the body did not arrive within the server's read timeout
-	CodeClientClosed     Code = "HYPERFLEET-CLI-001" // the client went away before the answer; nobody reads it
-	CodeUnavailable      Code = "HYPERFLEET-INT-002" // a dependency (the database) is down; retry later
-	CodeInternal         Code = "HYPERFLEET-INT-001"
+	CodeMalformed            Code = "HYPERFLEET-VAL-001" // body is not JSON, has unknown fields or wrong types
+	CodeInvalid              Code = "HYPERFLEET-VAL-002" // schema or field rule violated
+	CodeBadSearch            Code = "HYPERFLEET-VAL-003" // search expression does not parse or names an unknown field
+	CodeBadListParam         Code = "HYPERFLEET-VAL-004" // page, size, order, fields out of range or unknown
+	CodeInternalField        Code = "HYPERFLEET-VAL-005" // a non-admin wrote an internal spec field
+	CodeUnprocessable        Code = "HYPERFLEET-VAL-006" // well-formed but not acceptable in the resource's state
+	CodeImmutable            Code = "HYPERFLEET-VAL-007" // a spec field that cannot change after create was changed
+	CodeUnstorable           Code = "HYPERFLEET-VAL-008" // a JSON value that cannot be stored (NUL, bad UTF-8, huge numbers)
+	CodeUnsupportedMediaType Code = "HYPERFLEET-VAL-009" // a body in a media type the operation does not take
+	CodeMalformedID          Code = "HYPERFLEET-VAL-010" // an id in the path is not a UUID
+	CodeNotFound             Code = "HYPERFLEET-NTF-001"
+	CodeMethodNotAllowed     Code = "HYPERFLEET-NTF-002"
+	CodeNameTaken            Code = "HYPERFLEET-CNF-001"
+	CodeParentDeleting       Code = "HYPERFLEET-CNF-002"
+	CodeDeleting             Code = "HYPERFLEET-CNF-003" // the resource itself is being deleted
+	CodeVersionMismatch      Code = "HYPERFLEET-CNF-004" // If-Match named another version (ETag)
+	CodeInUse                Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
+	CodeStatusStale          Code = "HYPERFLEET-STS-001"
+	CodeUnauthenticated      Code = "HYPERFLEET-AUT-001"
+	CodeForbidden            Code = "HYPERFLEET-AUZ-001"
+	CodeTooLarge             Code = "HYPERFLEET-LMT-001"
+	CodeRateLimited          Code = "HYPERFLEET-LMT-002"
+	CodeRequestTimeout       Code = "HYPERFLEET-LMT-003" // the body did not arrive within the server's read timeout
+	CodeClientClosed         Code = "HYPERFLEET-CLI-001" // the client went away before the answer; nobody reads it
+	CodeUnavailable          Code = "HYPERFLEET-INT-002" // a dependency (the database) is down; retry later
+	CodeInternal             Code = "HYPERFLEET-INT-001"
 )
 
 // FieldError names one offending field of a request.

@@ -34,6 +34,11 @@ func (f fakeSchema) ApplyDefaults(spec map[string]any) error {
 
 func (f fakeSchema) ImmutableFields() []string { return nil }
 
+func (f fakeSchema) HasInternal() bool { return len(f.internal) > 0 }
+
+// StripInternal is not what these tests are about; the service never calls it.
+func (f fakeSchema) StripInternal(map[string]any) bool { return false }
+
 func (f fakeSchema) InternalFields(spec map[string]any) []string {
 	var out []string
 	for _, p := range f.internal {

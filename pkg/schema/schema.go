@@ -40,6 +40,8 @@ type Spec struct {
 	schema *openapi3.Schema
 	// immutable holds the paths of the properties marked ImmutableExtension, found once by Document.Spec.
 	immutable []string
+	// hasInternal says whether any property reachable from the schema is marked InternalExtension.
+	hasInternal bool
 }
 
 // Load parses raw (YAML or JSON), resolves its local $refs and validates it as an OpenAPI 3.0 document, with
@@ -85,7 +87,7 @@ func (d *Document) Spec(component string) (*Spec, error) {
 		if ref := d.doc.Components.Schemas[component]; ref != nil && ref.Value != nil {
 			var immutable []string
 			collectImmutable(ref.Value, "", &immutable, nil)
-			return &Spec{name: component, schema: ref.Value, immutable: immutable}, nil
+			return &Spec{name: component, schema: ref.Value, immutable: immutable, hasInternal: anyInternal(ref.Value, nil)}, nil
 		}
 	}
 	return nil, fmt.Errorf("schema %q: %w", component, ErrUnknownSchema)

@@ -367,8 +367,21 @@ func TestInternalFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := loadSpec(t, doc, tt.component).InternalFields(decode(t, tt.value))
+			spec := loadSpec(t, doc, tt.component)
+			got := spec.InternalFields(decode(t, tt.value))
 			require.Equal(t, tt.want, got)
+			require.True(t, spec.HasInternal())
+
+			// StripInternal removes exactly what InternalFields finds, and nothing else.
+			value := decode(t, tt.value)
+			require.Equal(t, len(tt.want) > 0, spec.StripInternal(value))
+			require.Empty(t, spec.InternalFields(value))
+			original := decode(t, tt.value)
+			for key, v := range value {
+				if _, isObject := v.(map[string]any); !isObject {
+					require.Equal(t, original[key], v, "public member %s is kept as it was", key)
+				}
+			}
 		})
 	}
 }

@@ -76,6 +76,66 @@ func collectInternal(schema *openapi3.Schema, value any, path fieldPathSegments,
 	}
 }
 
+// HasInternal reports whether the schema marks any property internal: when it does not, StripInternal never has
+// anything to remove and callers may skip decoding a value for it.
+func (s *Spec) HasInternal() bool { return s.hasInternal }
+
+// StripInternal removes from value, in place, every property the schema marks internal, wherever InternalFields
+// would find one, and reports whether it removed any: what the public document, which has no internal fields,
+// lets a caller who may not see them be shown.
+func (s *Spec) StripInternal(value map[string]any) bool {
+	return stripInternal(s.schema, value)
+}
+
+func stripInternal(schema *openapi3.Schema, value any) bool {
+	removed := false
+	switch v := value.(type) {
+	case map[string]any:
+		for key, child := range v {
+			childSchema, internal := propertySchema(schema, key, nil)
+			switch {
+			case internal:
+				delete(v, key)
+				removed = true
+			case childSchema != nil:
+				removed = stripInternal(childSchema, child) || removed
+			}
+		}
+	case []any:
+		if schema.Items == nil || schema.Items.Value == nil {
+			return false
+		}
+		for _, item := range v {
+			removed = stripInternal(schema.Items.Value, item) || removed
+		}
+	}
+	return removed
+}
+
+func anyInternal(schema *openapi3.Schema, seen []*openapi3.Schema) bool {
+	if schema == nil || slices.Contains(seen, schema) {
+		return false
+	}
+	seen = append(seen, schema)
+	for _, ref := range schema.Properties {
+		if isInternal(ref) || (ref != nil && anyInternal(ref.Value, seen)) {
+			return true
+		}
+	}
+	for _, sub := range slices.Concat(schema.AllOf, schema.AnyOf, schema.OneOf) {
+		if sub != nil && anyInternal(sub.Value, seen) {
+			return true
+		}
+	}
+	if schema.Items != nil && anyInternal(schema.Items.Value, seen) {
+		return true
+	}
+	if ap := schema.AdditionalProperties.Schema; ap != nil && anyInternal(ap.Value, seen) {
+		return true
+	}
+	return false
+}
+
 // ImmutableFields returns the dotted paths (e.g. "hosted_cluster.services") of the properties the schema marks
 // ImmutableExtension: true, sorted. It follows object properties (and allOf), not array items or additional
 // properties: a property inside an array is fixed by marking the array.

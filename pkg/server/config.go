@@ -80,6 +80,10 @@ type DBConfig struct {
 	SSLMode      string
 	MaxOpenConns int
 	Debug        bool
+	// StatementTimeout and LockTimeout bound each statement of the API's connections and its waits for row and
+	// table locks (PostgreSQL's statement_timeout and lock_timeout; 0 = none). A request that hits one is a 503.
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
 }
 
 // Configured reports whether a database was given (a URL or a host secret file that exists).
@@ -161,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.EnableJWT && (c.JWT.JWKSURL == "") == (c.JWT.JWKSFile == "") {
 		return fmt.Errorf("--enable-jwt needs exactly one of --jwk-cert-url and --jwk-cert-file")
+	}
+	if c.DB.StatementTimeout < 0 || c.DB.LockTimeout < 0 {
+		return fmt.Errorf("--db-statement-timeout and --db-lock-timeout must not be negative (0 turns one off)")
 	}
 	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
 		return fmt.Errorf("--db-sslmode=disable is refused in production")

@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -256,9 +259,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// openDatabase connects to the configured database, or starts the embedded one (migrating it when
-// migrateEmbedded, since a private development database has nobody else to run migrate).
-func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
+// openDatabase connects to the configured database, or starts the embedded one (migrating it when serving, since
+// a private development database has nobody else to run migrate). Serving connections carry the statement
+// timeout; migrating ones do not.
+func (s *Server) openDatabase(ctx context.Context, serving bool) error {
 	dsn := ""
 	if s.cfg.EmbeddedDB {
 		emb, err := embeddeddb.Start(ctx, embeddeddb.Config{DataDir: s.cfg.EmbeddedDataDir, Port: s.cfg.EmbeddedPort, Logger: s.log})
@@ -273,12 +277,17 @@ func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
 			return err
 		}
 	}
-	db, sqlDB, err := open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug)
+	timeouts := sessionTimeouts{statement: s.cfg.DB.StatementTimeout, lock: s.cfg.DB.LockTimeout}
+	if !serving {
+		// A migration may rightly run long (an index on a big table); waiting for locks stays bounded.
+		timeouts.statement = 0
+	}
+	db, sqlDB, err := open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug, timeouts)
 	if err != nil {
 		return err
 	}
 	s.db, s.sqlDB = db, sqlDB
-	if s.cfg.EmbeddedDB && migrateEmbedded {
+	if s.cfg.EmbeddedDB && serving {
 		if err := postgres.Migrate(ctx, db); err != nil {
 			return err
 		}
@@ -286,13 +295,24 @@ func (s *Server) openDatabase(ctx context.Context, migrateEmbedded bool) error {
 	return nil
 }
 
-// open connects GORM to dsn with a bounded pool and checks the connection.
-func open(ctx context.Context, dsn string, maxOpen int, debug bool) (*gorm.DB, *sql.DB, error) {
+// sessionTimeouts bound every statement of a connection and its waits for locks (0: no bound), so that a hung or
+// locked database costs a request an error rather than holding it, and its connection, indefinitely.
+type sessionTimeouts struct{ statement, lock time.Duration }
+
+// open connects GORM to dsn with a bounded pool and session timeouts, and checks the connection.
+func open(ctx context.Context, dsn string, maxOpen int, debug bool, timeouts sessionTimeouts) (*gorm.DB, *sql.DB, error) {
 	level := gormlogger.Silent
 	if debug {
 		level = gormlogger.Info
 	}
-	db, err := gorm.Open(pgdriver.Open(dsn), &gorm.Config{
+	connConfig, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("database URL: %w", err)
+	}
+	// Startup parameters: set once per connection by the server, no extra round trip per statement.
+	connConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeouts.statement.Milliseconds(), 10)
+	connConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(timeouts.lock.Milliseconds(), 10)
+	db, err := gorm.Open(pgdriver.New(pgdriver.Config{Conn: stdlib.OpenDB(*connConfig)}), &gorm.Config{
 		Logger:                 gormlogger.Default.LogMode(level),
 		SkipDefaultTransaction: true, // every write that needs one opens it explicitly
 		TranslateError:         false,

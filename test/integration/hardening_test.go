@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -166,4 +167,59 @@ func TestClientFaultsAreNotServerErrors(t *testing.T) {
 	list, err := s.ListClustersWithResponse(ctxFor(t), nil)
 	require.NoError(t, err)
 	require.Zero(t, list.JSON200.Total, "nothing was created")
+}
+
+// A database that holds a request's statement (here: a table lock nobody releases) costs the request a 503 after
+// the configured statement or lock timeout, not an open-ended wait that pins a connection; and a /metrics scrape
+// answers at once with the last resource counts it got, saying how old they are and that counting failed.
+func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
+	tests := []struct {
+		name      string
+		statement time.Duration
+		lock      time.Duration
+	}{
+		{"lock timeout", 0, 200 * time.Millisecond},
+		{"statement timeout", 300 * time.Millisecond, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startServerOn(t, harness.NewDatabase(t), server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier"}},
+				DB: server.DBConfig{StatementTimeout: tt.statement, LockTimeout: tt.lock}})
+			ctx := ctxFor(t)
+			createCluster(t, s, "counted", nil)
+			scrapeWithin := func() string {
+				t.Helper()
+				// Bounded so that the old behaviour (a scrape waiting 5 s per kind) fails here rather than hangs.
+				client := &http.Client{Timeout: 5 * time.Second}
+				resp, err := client.Get(s.metrics + "/metrics")
+				require.NoError(t, err, "the scrape must answer while the database is stuck")
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				return readAll(t, resp)
+			}
+			require.Contains(t, scrapeWithin(), `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`)
+
+			db, err := pgx.Connect(ctx, s.dsn)
+			require.NoError(t, err)
+			defer db.Close(ctx)
+			tx, err := db.Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, "LOCK TABLE clusters IN ACCESS EXCLUSIVE MODE")
+			require.NoError(t, err)
+
+			resp, err := s.ListClustersWithResponse(ctx, nil)
+			require.NoError(t, err)
+			problem(t, resp.HTTPResponse, resp.Body, http.StatusServiceUnavailable, "HYPERFLEET-INT-002")
+			require.Equal(t, "1", resp.HTTPResponse.Header.Get("Retry-After"))
+
+			metrics := scrapeWithin()
+			require.Contains(t, metrics, `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`, "the last counts are kept")
+			require.Contains(t, metrics, "hyperfleet_resources_count_errors_total 1")
+			require.NotContains(t, metrics, "hyperfleet_resources_counted_timestamp_seconds 0\n")
+
+			require.NoError(t, tx.Rollback(ctx))
+			again, err := s.ListClustersWithResponse(ctx, nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, again.StatusCode(), "body: %s", again.Body)
+		})
+	}
 }

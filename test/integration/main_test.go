@@ -71,6 +71,7 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		EnableJWT: overrides.EnableJWT, EnableAuthz: overrides.EnableAuthz, JWT: overrides.JWT, ACLFile: overrides.ACLFile,
 		RateLimit: overrides.RateLimit, RateBurst: overrides.RateBurst,
 	}
+	cfg.DB.StatementTimeout, cfg.DB.LockTimeout = overrides.DB.StatementTimeout, overrides.DB.LockTimeout
 	if overrides.HTTPReadTimeout != 0 {
 		cfg.HTTPReadTimeout = overrides.HTTPReadTimeout
 	}
