@@ -20,10 +20,9 @@ func exactMembers(raw json.RawMessage, t reflect.Type, path string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		// raw decoded into t, so it is an object or null here.
-		var members map[string]json.RawMessage
-		if json.Unmarshal(raw, &members) != nil {
-			return nil
+		var members map[string]json.RawMessage // nil for null
+		if err := json.Unmarshal(raw, &members); err != nil {
+			return malformed(err) // not reached: raw decoded into t, so it is an object or null
 		}
 		for name, value := range members {
 			field, ok := fieldNamed(t, name)
@@ -42,8 +41,8 @@ func exactMembers(raw json.RawMessage, t reflect.Type, path string) error {
 			return nil // []byte and json.RawMessage
 		}
 		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return malformed(err) // not reached, as above
 		}
 		for i, item := range items {
 			if err := exactMembers(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
