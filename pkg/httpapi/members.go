@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
@@ -18,13 +20,17 @@ func exactMembers(raw json.RawMessage, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil // decodes itself (time.Time, json.RawMessage): no member names of ours
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		var members map[string]json.RawMessage // nil for null
 		if err := json.Unmarshal(raw, &members); err != nil {
 			return malformed(err) // not reached: raw decoded into t, so it is an object or null
 		}
-		for name, value := range members {
+		for _, name := range slices.Sorted(maps.Keys(members)) {
+			value := members[name]
 			field, ok := fieldNamed(t, name)
 			if !ok {
 				where := strings.TrimPrefix(path+"."+name, ".")
@@ -38,7 +44,7 @@ func exactMembers(raw json.RawMessage, t reflect.Type, path string) error {
 		}
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
-			return nil // []byte and json.RawMessage
+			return nil // []byte, a base64 string
 		}
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
