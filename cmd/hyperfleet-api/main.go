@@ -115,11 +115,14 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	required, err := server.ParseRequiredAdapters(o.requiredAdapters)
-	if err != nil {
-		return nil, err
+	// Not given, serve uses the database's required adapters and migrate leaves them as they are.
+	if f := cmd.Flags().Lookup("required-adapters"); f != nil && f.Changed {
+		required, err := server.ParseRequiredAdapters(o.requiredAdapters)
+		if err != nil {
+			return nil, err
+		}
+		o.cfg.RequiredAdapters = required
 	}
-	o.cfg.RequiredAdapters = required
 	o.cfg.Version, o.cfg.Build = version, build
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return log, nil
@@ -172,7 +175,10 @@ func newServeCommand() *cobra.Command {
 	fs.Float64Var(&o.cfg.TraceSampleRatio, "trace-sample-ratio", 1, "share of new traces kept, 0–1")
 	fs.BoolVar(&o.cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler at /debug/pprof/ on the metrics listener")
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
-	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable)")
+	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable); "+
+		"must agree with the database's, which the first replica sets (default: the database's)")
+	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
+		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
 	return cmd
 }
 
@@ -180,7 +186,13 @@ func newMigrateCommand() *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply database migrations (idempotent; replicas may run it together)",
+		Short: "Apply database migrations (idempotent; replicas may run it together); set the required adapters",
+		Long: `Applies the database migrations. With --required-adapters it also sets which adapters must report on each
+kind, for the whole database: serving replicas notice within --required-adapters-check, drain and exit, and
+started again re-aggregate every resource for the new set. A deleting resource that no adapter of the new set
+still has to finalize is then removed, and each such removal is logged.`,
+		Example: `  hyperfleet-api migrate --db-url postgres://... \
+    --required-adapters 'versionstream=version-resolver;cluster=hostedcluster-applier;nodepool=hivelocity-provisioner'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := o.finish(cmd)
 			if err != nil {
@@ -190,5 +202,7 @@ func newMigrateCommand() *cobra.Command {
 		},
 	}
 	o.addDatabaseFlags(cmd.Flags())
+	cmd.Flags().StringArrayVar(&o.requiredAdapters, "required-adapters", nil,
+		"set the adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable; default: leave them)")
 	return cmd
 }

@@ -83,6 +83,18 @@ func migrations() []*gormigrate.Migration {
 				return execAll(tx, stmts)
 			},
 		},
+		{
+			// Which adapters must report on each kind is the database's, not each replica's: replicas that
+			// disagreed flipped aggregates between them, and a changed flag silently removed resources.
+			ID: "202612010008_required_adapters",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, []string{`CREATE TABLE required_adapters (
+					kind text PRIMARY KEY,
+					adapters text[] NOT NULL,
+					updated_time timestamptz NOT NULL DEFAULT now()
+				)`})
+			},
+		},
 	}
 }
 

@@ -348,12 +348,14 @@ func (s *Service) markDeleted(tx Tx, d *Descriptor, r *Resource, by string, now 
 	if err := tx.Save(d, r); err != nil {
 		return false, err
 	}
-	return s.removeIfDone(tx, d, r, finalized)
+	return s.removeIfDone(tx, d, r, finalized, nil)
 }
 
 // removeIfDone removes a deleting resource once every required adapter has finalized it and no children
 // remain, and then gives its parent the same chance: the last node pool to go can complete its cluster's delete.
-func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool) (bool, error) {
+// removeIfDone removes r when it is deleting and finalized, and then its parent when that was waiting only for
+// r. removed, when not nil, is told of each resource removed.
+func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool, removed func(*Descriptor, *Resource)) (bool, error) {
 	if !r.Deleting() || !finalized {
 		return false, nil
 	}
@@ -362,6 +364,9 @@ func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool
 	}
 	if err := tx.Remove(d, r.ID); err != nil {
 		return false, err
+	}
+	if removed != nil {
+		removed(d, r)
 	}
 	if d.Parent == nil {
 		return true, nil
@@ -377,7 +382,7 @@ func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool
 	if err != nil {
 		return true, err
 	}
-	_, err = s.removeIfDone(tx, d.Parent, parent, parentFinalized)
+	_, err = s.removeIfDone(tx, d.Parent, parent, parentFinalized, removed)
 	return true, err
 }
 
@@ -626,11 +631,19 @@ func notFound(d *Descriptor, id string) error {
 // NotFound returns the CodeNotFound error for a resource of kind d.
 func NotFound(d *Descriptor, id string) error { return notFound(d, id) }
 
+// ReaggregateHooks lets the caller of Reaggregate follow it.
+type ReaggregateHooks struct {
+	// Progress, when not nil, is called after each batch with the running total.
+	Progress func(done int)
+	// Removed, when not nil, is called for each resource removed (a deleting one that no adapter of the new set
+	// still has to finalize, or its parent that waited only for it), once its removal is committed.
+	Removed func(*Resource)
+}
+
 // Reaggregate brings every resource of kind d whose aggregate was computed for another set of required adapters
 // up to date (and removes deleting ones that no longer wait for anyone), in batches. Run at start-up, it makes a
-// change of required adapters take effect for the whole fleet. progress, when not nil, is called after each
-// batch with the running total. It returns how many resources it recomputed.
-func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, progress func(done int)) (int, error) {
+// change of required adapters take effect for the whole fleet. It returns how many resources it recomputed.
+func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, hooks ReaggregateHooks) (int, error) {
 	// Resources aggregated for the current set also got its placeholders when created: with none stale, there is
 	// nothing to sync, and a start-up over a large fleet stays cheap.
 	if stale, err := s.store.StaleAggregates(ctx, d, "", 1); err != nil || len(stale) == 0 {
@@ -646,7 +659,9 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, pro
 			return done, err
 		}
 		after = ids[len(ids)-1]
+		var removed []*Resource
 		err = s.store.InTx(ctx, func(tx Tx) error {
+			removed = removed[:0] // a retried transaction starts over
 			rs, err := tx.LockIDs(d, ids)
 			if err != nil {
 				return err
@@ -661,7 +676,7 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, pro
 				if err := tx.Save(d, r); err != nil {
 					return err
 				}
-				if _, err := s.removeIfDone(tx, d, r, finalized); err != nil {
+				if _, err := s.removeIfDone(tx, d, r, finalized, func(_ *Descriptor, gone *Resource) { removed = append(removed, gone) }); err != nil {
 					return err
 				}
 			}
@@ -671,8 +686,13 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, pro
 			return done, err
 		}
 		done += len(ids)
-		if progress != nil {
-			progress(done)
+		if hooks.Removed != nil {
+			for _, r := range removed {
+				hooks.Removed(r)
+			}
+		}
+		if hooks.Progress != nil {
+			hooks.Progress(done)
 		}
 	}
 }

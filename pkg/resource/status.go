@@ -132,7 +132,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 				return err
 			}
 		}
-		_, err = s.removeIfDone(tx, d, r, finalized)
+		_, err = s.removeIfDone(tx, d, r, finalized, nil)
 		return err
 	})
 	s.observer.StatusWritten(d.Kind, statusOutcome(created, err))
@@ -208,7 +208,7 @@ func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id s
 		if err != nil {
 			return err
 		}
-		_, err = s.removeIfDone(tx, d.Parent, parent, finalized)
+		_, err = s.removeIfDone(tx, d.Parent, parent, finalized, nil)
 		return err
 	})
 }

@@ -62,8 +62,13 @@ type Config struct {
 	RateLimit float64
 	RateBurst int
 
-	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}.
+	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
+	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
+	// what migrate sets. nil: not given, serve uses the database's.
 	RequiredAdapters map[string][]string
+	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
+	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
+	RequiredAdaptersCheck time.Duration
 
 	Version string
 	Build   string

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +48,8 @@ type Server struct {
 	lns      []net.Listener
 	tracing  *tracing
 	draining atomic.Bool
+	// required is the database's required adapters this replica serves.
+	required postgres.RequiredAdapters
 }
 
 // New opens the database (starting and migrating the embedded one if configured), checks that its schema is
@@ -73,7 +78,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
-	set, err := kinds.Build(doc, cfg.RequiredAdapters)
+	set, err := s.agreeRequiredAdapters(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
@@ -83,13 +88,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	store := postgres.NewStore(s.db, set.All)
 	svc := resource.NewService(store, set.All)
-	// A change of required adapters since the last start must not leave aggregates computed for the old set.
+	// A change of required adapters since the last start must not leave aggregates computed for the old set. A
+	// deleting resource that every adapter of the new set has finalized goes: each is logged, as it is data lost.
 	for _, d := range set.All {
 		start := time.Now()
-		n, err := svc.Reaggregate(ctx, d, 500, func(done int) {
-			if done%10000 == 0 {
-				log.Info("re-aggregating for the configured required adapters", "kind", d.Kind, "done", done)
-			}
+		n, err := svc.Reaggregate(ctx, d, 500, resource.ReaggregateHooks{
+			Progress: func(done int) {
+				if done%10000 == 0 {
+					log.Info("re-aggregating for the configured required adapters", "kind", d.Kind, "done", done)
+				}
+			},
+			Removed: func(r *resource.Resource) {
+				log.Warn("removed a deleting resource on re-aggregating for the database's required adapters: none of them still had to finalize it",
+					"kind", r.Kind, "id", r.ID, "name", r.Name, "parent_id", r.ParentID, "required_adapters", d.RequiredAdapters,
+					"deleted_time", r.DeletedTime, "deleted_by", r.DeletedBy)
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("re-aggregate %s: %w", d.Kind, err)
@@ -225,6 +238,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	}
 	s.log.Info("serving", "api", s.APIAddr(), "health", s.HealthAddr(), "metrics", s.MetricsAddr())
+	g.Go(func() error { return s.watchRequiredAdapters(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.draining.Store(true)
@@ -257,6 +271,86 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// ErrRequiredAdapters is returned (wrapped) when the required adapters a replica was started with are not the
+// database's, or when the database's changed while it served.
+var ErrRequiredAdapters = errors.New("required adapters differ from the database's")
+
+// agreeRequiredAdapters settles which adapters each kind requires: the database's, which the first replica to
+// start on it sets from its flags. A replica given other ones does not start, since two replicas aggregating for
+// different sets would flip every resource's status between them.
+func (s *Server) agreeRequiredAdapters(ctx context.Context, doc *schema.Document) (*kinds.Set, error) {
+	given, err := kinds.Build(doc, s.cfg.RequiredAdapters)
+	if err != nil {
+		return nil, err
+	}
+	want, names := postgres.RequiredAdapters{}, make([]string, len(given.All))
+	for i, d := range given.All {
+		names[i] = d.Kind
+		want[d.Kind] = d.RequiredAdapters
+	}
+	stored, err := postgres.AgreeRequiredAdapters(ctx, s.db, names, want)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.RequiredAdapters != nil && !want.Equal(stored) {
+		return nil, fmt.Errorf("%w: this replica was started with --required-adapters %s, the database requires %s; "+
+			"change the database's with `hyperfleet-api migrate --required-adapters '...'`, or start without the flag to serve the database's",
+			ErrRequiredAdapters, describeRequired(want), describeRequired(stored))
+	}
+	set, err := kinds.Build(doc, stored)
+	if err != nil {
+		return nil, fmt.Errorf("the database's required adapters: %w", err)
+	}
+	s.required = stored
+	s.log.Info("required adapters", "of", describeRequired(stored))
+	return set, nil
+}
+
+// watchRequiredAdapters returns ErrRequiredAdapters when the database's required adapters stop being the ones
+// this replica serves, and nil when ctx ends.
+func (s *Server) watchRequiredAdapters(ctx context.Context) error {
+	every := s.cfg.RequiredAdaptersCheck
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		now, err := postgres.LoadRequiredAdapters(ctx, s.db)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not check the database's required adapters", "error", err)
+			}
+			continue
+		}
+		if !now.Equal(s.required) {
+			s.log.Error("the database's required adapters changed: stopping, to be restarted on them",
+				"serving", describeRequired(s.required), "database", describeRequired(now))
+			return fmt.Errorf("%w: serving %s, the database now requires %s", ErrRequiredAdapters,
+				describeRequired(s.required), describeRequired(now))
+		}
+	}
+}
+
+// describeRequired spells required adapters as the flag takes them, kinds in order.
+func describeRequired(r postgres.RequiredAdapters) string {
+	var parts []string
+	for _, kind := range slices.Sorted(maps.Keys(r)) {
+		if len(r[kind]) > 0 {
+			parts = append(parts, strings.ToLower(kind)+"="+strings.Join(r[kind], ","))
+		}
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	return strings.Join(parts, ";")
 }
 
 // openDatabase connects to the configured database, or starts the embedded one (migrating it when serving, since
@@ -354,6 +448,38 @@ func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("schema migrated", "version", postgres.SchemaVersion(), "took", time.Since(start).String())
+	if cfg.RequiredAdapters == nil {
+		return nil
+	}
+	return s.setRequiredAdapters(ctx)
+}
+
+// setRequiredAdapters makes the configured required adapters the database's. Serving replicas notice, drain and
+// exit; started again, they re-aggregate every resource for them.
+func (s *Server) setRequiredAdapters(ctx context.Context) error {
+	doc, err := schema.Load(openapi.Document())
+	if err != nil {
+		return fmt.Errorf("load openapi document: %w", err)
+	}
+	set, err := kinds.Build(doc, s.cfg.RequiredAdapters)
+	if err != nil {
+		return err
+	}
+	want, names := postgres.RequiredAdapters{}, make([]string, len(set.All))
+	for i, d := range set.All {
+		names[i] = d.Kind
+		want[d.Kind] = d.RequiredAdapters
+	}
+	before, err := postgres.SetRequiredAdapters(ctx, s.db, names, want)
+	if err != nil {
+		return err
+	}
+	if before.Equal(want) {
+		s.log.Info("required adapters unchanged", "of", describeRequired(want))
+		return nil
+	}
+	s.log.Warn("required adapters changed: serving replicas restart on them and re-aggregate; deleting resources "+
+		"that every adapter now required has finalized are removed", "before", describeRequired(before), "after", describeRequired(want))
 	return nil
 }
 

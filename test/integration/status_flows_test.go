@@ -1,8 +1,14 @@
 package integration
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +19,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
 func TestConcurrentReportsNeverLetAStaleOneWin(t *testing.T) {
@@ -213,21 +220,143 @@ func TestPendingForFindsExactlyTheWork(t *testing.T) {
 	}
 }
 
-func TestChangingRequiredAdaptersReaggregatesAtStart(t *testing.T) {
-	first := startServerWith(t, map[string][]string{"cluster": {"applier"}})
-	c := createCluster(t, first, "reconfigured", nil)
-	postClusterStatus(t, first, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusCreated)
-	require.Equal(t, api.ResourceStatusPhaseReady, getCluster(t, first, c).Status.Phase)
+// Required adapters are the database's: the first replica sets them, a replica started with others refuses to
+// start rather than flip aggregates, migrate changes them, serving replicas notice, drain and exit, and a replica
+// started again re-aggregates for the new set, logging each deleting resource it removes as a result.
+func TestRequiredAdaptersAreTheDatabases(t *testing.T) {
+	dsn := harness.NewDatabase(t)
+	seedStream(t, dsn, defaultStream)
+	clusterApplier := map[string][]string{"cluster": {"applier"}}
+	clusterApplierDNS := map[string][]string{"cluster": {"applier", "dns"}}
 
-	// The API is stateless: a second replica with another configuration re-aggregates the fleet as it starts.
-	second := startServerOn(t, first.dsn, server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier", "dns"}}})
-	got := getCluster(t, second, c)
+	first := runReplica(t, dsn, clusterApplier)
+	c := createCluster(t, first.api, "reconfigured", nil)
+	postClusterStatus(t, first.api, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusCreated)
+	require.Equal(t, api.ResourceStatusPhaseReady, getCluster(t, first.api, c).Status.Phase)
+
+	// A replica that disagrees does not start: it would flip every aggregate back and forth with the first.
+	_, err := server.New(ctxFor(t), replicaConfig(dsn, clusterApplierDNS), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	require.ErrorIs(t, err, server.ErrRequiredAdapters)
+	require.ErrorContains(t, err, "cluster=applier,dns")
+	require.ErrorContains(t, err, "the database requires cluster=applier")
+
+	// migrate changes them; the serving replica notices, drains and exits, to be restarted on them.
+	var migrateLog bytes.Buffer
+	require.NoError(t, server.RunMigrations(ctxFor(t), replicaConfig(dsn, clusterApplierDNS), slog.New(slog.NewJSONHandler(&migrateLog, nil))))
+	require.Contains(t, migrateLog.String(), `"before":"cluster=applier","after":"cluster=applier,dns"`)
+	require.ErrorIs(t, first.wait(t), server.ErrRequiredAdapters)
+
+	// Started without the flag, a replica serves the database's, re-aggregating the fleet for them.
+	second := runReplica(t, dsn, nil)
+	got := getCluster(t, second.api, c)
 	require.Equal(t, api.ResourceStatusPhaseProgressing, got.Status.Phase)
 	require.Equal(t, "AdaptersMissing", deref(conditionOf(t, got, "Ready").Reason))
-	require.Equal(t, []string{"reconfigured"}, pendingNames(t, second, "dns", ""))
+	require.Equal(t, []string{"reconfigured"}, pendingNames(t, second.api, "dns", ""))
 
-	third := startServerOn(t, first.dsn, server.Config{})
-	got = getCluster(t, third, c)
-	require.Equal(t, api.ResourceStatusPhaseReady, got.Status.Phase)
-	require.Empty(t, got.Status.Conditions)
+	// Deleted and finalized by the applier, the cluster waits for dns...
+	deleted, err := second.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, deleted.StatusCode(), "body: %s", deleted.Body)
+	postClusterStatus(t, second.api, c, report("applier", 2, time.Now().UTC(), available("False"), cond("Finalized", "True", "")), http.StatusOK)
+	require.Equal(t, api.ResourceStatusPhaseDeleting, getCluster(t, second.api, c).Status.Phase)
+
+	// ...until dns is no longer required: then it goes when a replica starts on the new set, and the log says so.
+	require.NoError(t, server.RunMigrations(ctxFor(t), replicaConfig(dsn, clusterApplier), slog.New(slog.NewJSONHandler(io.Discard, nil))))
+	require.ErrorIs(t, second.wait(t), server.ErrRequiredAdapters)
+	third := runReplica(t, dsn, clusterApplier)
+	gone, err := third.api.GetClusterWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, gone.StatusCode())
+	var removal struct {
+		Msg, Kind, ID, Name string
+	}
+	for _, line := range strings.Split(third.log.String(), "\n") {
+		if strings.Contains(line, "removed a deleting resource") {
+			require.NoError(t, json.Unmarshal([]byte(line), &removal))
+		}
+	}
+	require.Equal(t, "Cluster", removal.Kind, "log: %s", third.log.String())
+	require.Equal(t, c.Id.String(), removal.ID)
+	require.Equal(t, "reconfigured", removal.Name)
+	require.NoError(t, third.stop(t))
+}
+
+// replica is a hyperfleet-api run by a test that wants to see how it stops.
+type replica struct {
+	api  *apiServer
+	log  *syncBuffer
+	done chan error
+	stop func(t *testing.T) error
+}
+
+func replicaConfig(dsn string, required map[string][]string) server.Config {
+	return server.Config{
+		Env: server.EnvIntegrationTesting, APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
+		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
+		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10, DB: server.DBConfig{URL: dsn, SSLMode: "disable", MaxOpenConns: 10},
+		RequiredAdapters: required, RequiredAdaptersCheck: 50 * time.Millisecond, Version: "test", Build: "test",
+	}
+}
+
+// runReplica starts a replica on dsn, given required adapters or (nil) the database's.
+func runReplica(t *testing.T, dsn string, required map[string][]string) *replica {
+	t.Helper()
+	logs := &syncBuffer{}
+	srv, err := server.New(ctxFor(t), replicaConfig(dsn, required), slog.New(slog.NewJSONHandler(logs, nil)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{log: logs, done: make(chan error, 1)}
+	go func() { r.done <- srv.Run(ctx) }()
+	stopped := false
+	r.stop = func(t *testing.T) error {
+		t.Helper()
+		cancel()
+		if stopped {
+			return nil
+		}
+		stopped = true
+		select {
+		case err := <-r.done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("the replica did not stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = r.stop(t) })
+	client, err := api.NewClientWithResponses("http://" + srv.APIAddr())
+	require.NoError(t, err)
+	r.api = &apiServer{ClientWithResponses: client, http: http.DefaultClient, base: "http://" + srv.APIAddr(), dsn: dsn}
+	return r
+}
+
+// wait returns how the replica stopped by itself.
+func (r *replica) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for stop
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replica did not stop by itself")
+		return nil
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
