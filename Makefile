@@ -77,8 +77,15 @@ k8s-assets: ## Build kube-apiserver and etcd for envtest into ~/.cache/hyperflee
 # The Hivelocity claim race runs again and again: exactly-once must hold on every interleaving it meets.
 CLAIM_RACE_RUNS ?= 10
 
+# What the tests need beyond Go that they cannot provide themselves (headless Chromium), checked before any test
+# runs: found, installed with apt when running as root, or one instruction. The database needs nothing here:
+# test/harness uses HYPERFLEET_TEST_DATABASE_URL, a container, or the local PostgreSQL on 127.0.0.1:5432.
+.PHONY: test-prereqs
+test-prereqs: ## Find (as root: install) what the tests need beyond Go: headless Chromium
+	@test/prereqs/prereqs.sh
+
 .PHONY: test
-test: k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver
+test: test-prereqs k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver
 	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 ./...
 	$(GOTEST) -race -count=$(CLAIM_RACE_RUNS) -run '^TestHivelocityClaimsAreExactlyOnceAcrossReplicas$$' ./test/integration
 
@@ -86,9 +93,20 @@ test: k8s-assets ## Run all tests (unit + integration, with the race detector) a
 test-integration: k8s-assets ## Run the integration tests only
 	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 ./test/...
 
+# The API of `make run` checks tokens, so bench mints a development admin token with the same issuer (admin, as
+# the status phases report as several adapters) unless HYPERFLEET_TOKEN holds one. Against another API:
+# make bench BENCH_URL=… HYPERFLEET_TOKEN=…; BENCH_FLAGS adds flags (bin/hyperfleet-load --help).
+BENCH_URL   ?= http://127.0.0.1:8000
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: build ## Load-test a running API: create, get, list and search throughput and latency
-	$(BIN)/hyperfleet-load
+bench: build ## Load-test a running API (make run's, with a minted token): create, get, list and search throughput and latency
+	@if [ -z "$$HYPERFLEET_TOKEN" ]; then \
+	  HYPERFLEET_TOKEN=$$($(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject hyperfleet-load --roles admin 2>/dev/null) || \
+	    { echo "bench: cannot mint a development token (bin/hyperfleet-api token); set HYPERFLEET_TOKEN" >&2; exit 1; }; \
+	  export HYPERFLEET_TOKEN; \
+	fi; \
+	$(BIN)/hyperfleet-load --url $(BENCH_URL) $(BENCH_FLAGS)
 
 .PHONY: generate
 generate: ## Regenerate pkg/api from openapi/openapi.yaml

@@ -64,7 +64,8 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	}
 	client := cincinnati.NewClient(o.CincinnatiURL, &http.Client{Transport: runner.ExternalTransport("cincinnati", nil)},
 		cincinnati.WithTimeout(o.CincinnatiTimeout), cincinnati.WithUserAgent("hyperfleet-version-resolver"))
-	rec := &Reconciler{Graphs: NewCachedGraphs(client, o.GraphCacheTTL), RecheckAfter: o.RecheckAfter, RetryAfter: o.RetryAfter}
+	rec := &Reconciler{Graphs: NewCachedGraphs(client, o.GraphCacheTTL), RecheckAfter: o.RecheckAfter, RetryAfter: o.RetryAfter,
+		Log: log.With(slog.String("adapter", rt.Adapter))}
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -36,6 +37,8 @@ type Reconciler struct {
 	RetryAfter time.Duration
 	// Now is the clock of resolved_time; nil is time.Now.
 	Now func() time.Time
+	// Log receives a line whenever a stream moves to another release; nil logs nothing.
+	Log *slog.Logger
 }
 
 var _ adapter.Reconciler = (*Reconciler)(nil)
@@ -66,11 +69,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	graph, graphErr := r.Graphs.Graph(ctx, stream.Channel, stream.Arch)
 	out, err := resolve(stream, lastResolution(obj.LastReport, stream), graph, graphErr, r.now().UTC().Truncate(time.Second))
+	r.logMove(ctx, obj, out)
 	out.RequeueAfter = spread(cmp.Or(r.RecheckAfter, DefaultRecheckAfter))
 	if err != nil {
 		out.RequeueAfter = spread(cmp.Or(r.RetryAfter, DefaultRetryAfter))
 	}
 	return out, err
+}
+
+// logMove logs a stream whose report names another release image than its last one did (or the first one): the
+// moment clusters on the stream start rolling, which an operator looks for in the logs.
+func (r *Reconciler) logMove(ctx context.Context, obj *adapter.Object, out adapter.Outcome) {
+	image, _ := out.Data[DataReleaseImage].(string)
+	oldImage := obj.LastReport.DataString(DataReleaseImage)
+	if r.Log == nil || image == "" || image == oldImage {
+		return
+	}
+	version, _ := out.Data[DataResolvedVersion].(string)
+	channel, _ := out.Data[DataChannel].(string)
+	arch, _ := out.Data[DataArch].(string)
+	r.Log.LogAttrs(ctx, slog.LevelInfo, "version stream moved to a new release",
+		slog.String("stream", obj.Name), slog.String("id", obj.ID), slog.String("channel", channel), slog.String("arch", arch),
+		slog.String("old_version", obj.LastReport.DataString(DataResolvedVersion)), slog.String("new_version", version),
+		slog.String("old_image", oldImage), slog.String("new_image", image))
 }
 
 // Finalize has nothing to clean up: a stream lives only in the API.

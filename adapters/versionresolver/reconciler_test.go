@@ -1,9 +1,11 @@
 package versionresolver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -280,4 +282,71 @@ func requireAbout(tb testing.TB, want, got time.Duration) {
 	tb.Helper()
 	require.GreaterOrEqual(tb, got, want*9/10)
 	require.LessOrEqual(tb, got, want*11/10)
+}
+
+// TestReconcileLogsEachMoveToANewRelease follows one stream through a simulated Cincinnati and reads the resolver's
+// JSON log: a line when the stream first resolves and when a new patch moves it, none when a re-check, a pulled
+// release or an outage leaves it where it was.
+func TestReconcileLogsEachMoveToANewRelease(t *testing.T) {
+	sim := cincinnatisim.New()
+	require.NoError(t, sim.AddSeries(cincinnatisim.Series{Minors: []string{"4.16"}, Patches: 11}))
+	srv := sim.Start()
+	defer srv.Close()
+
+	var logs bytes.Buffer
+	r := &Reconciler{Graphs: cincinnati.NewClient(srv.URL, nil), Log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	obj := streamObject(`{"target_version":"4.16"}`)
+	move := func(oldVersion, newVersion string) map[string]any {
+		line := map[string]any{"level": "INFO", "msg": "version stream moved to a new release", "stream": obj.Name,
+			"id": obj.ID, "channel": "stable-4.16", "arch": "amd64", "old_version": oldVersion, "new_version": newVersion,
+			"old_image": "", "new_image": cincinnatisim.PayloadFor(newVersion, "amd64")}
+		if oldVersion != "" {
+			line["old_image"] = cincinnatisim.PayloadFor(oldVersion, "amd64")
+		}
+		return line
+	}
+	tests := []struct {
+		name    string
+		before  func(tb testing.TB)
+		want    []map[string]any
+		wantErr error
+	}{
+		{name: "first resolution", want: []map[string]any{move("", "4.16.10")}},
+		{name: "re-check finds the same release"},
+		{name: "a new patch is published", before: func(tb testing.TB) {
+			tb.Helper()
+			require.NoError(tb, sim.Publish("stable-4.16", "amd64", "4.16.11", ""))
+		}, want: []map[string]any{move("4.16.10", "4.16.11")}},
+		{name: "the patch is pulled", before: func(tb testing.TB) {
+			tb.Helper()
+			require.True(tb, sim.Remove("stable-4.16", "amd64", "4.16.11"))
+		}},
+		{name: "Cincinnati fails", before: func(tb testing.TB) {
+			tb.Helper()
+			require.NoError(tb, sim.SetFault(cincinnatisim.Fault{Kind: cincinnatisim.FaultServerError, Count: 1}))
+		}, wantErr: adapter.ErrTransient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.before != nil {
+				tt.before(t)
+			}
+			logs.Reset()
+			out, err := r.Reconcile(t.Context(), obj)
+			requireClass(t, err, tt.wantErr)
+			// The runtime hands the reconciler its previous report back, data included.
+			obj.LastReport = &adapter.Report{Data: out.Data}
+			var got []map[string]any
+			for _, line := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
+				if len(line) == 0 {
+					continue
+				}
+				var entry map[string]any
+				require.NoError(t, json.Unmarshal(line, &entry), "a JSON log line: %s", line)
+				delete(entry, "time")
+				got = append(got, entry)
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -20,6 +20,12 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 )
 
+// version and build are set by the linker (-X) in `make build`.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := command().ExecuteContext(ctx)
@@ -31,12 +37,13 @@ func main() {
 }
 
 func command() *cobra.Command {
-	rt := adapter.Defaults(hivelocity.Name, ":8093")
+	rt := adapter.Defaults(hivelocity.Name, adapter.DefaultOpsBindAddress("8093"))
 	opts := hivelocity.DefaultOptions()
 	logLevel := "info"
 	cmd := &cobra.Command{
 		Use:           "hivelocity-provisioner",
 		Short:         "Provision NodePools as Hivelocity bare-metal devices",
+		Version:       version + " (" + build + ")",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

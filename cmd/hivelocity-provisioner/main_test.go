@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,6 +43,33 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 			err := cmd.Execute()
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
+	cmd := command()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	require.NoError(t, cmd.Execute())
+	require.Equal(t, "hivelocity-provisioner version "+version+" ("+build+")\n", out.String())
+}
+
+func TestOpsListenerIsOnLoopbackOutsideProduction(t *testing.T) {
+	tests := []struct {
+		env  string
+		want string
+	}{
+		{"", "127.0.0.1:8093"},
+		{"development", "127.0.0.1:8093"},
+		{"integration_testing", "127.0.0.1:8093"},
+		{"production", ":8093"},
+	}
+	for _, tt := range tests {
+		t.Run("HYPERFLEET_ENV="+tt.env, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", tt.env)
+			require.Equal(t, tt.want, command().Flags().Lookup("ops-bind-address").DefValue)
 		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 )
 
+// version and build are set by the linker (-X) in `make build`.
 var (
 	version = "dev"
 	build   = "unknown"
@@ -36,7 +37,7 @@ func main() {
 }
 
 func command() *cobra.Command {
-	rt := adapter.Defaults(hostedcluster.Name, ":8092")
+	rt := adapter.Defaults(hostedcluster.Name, adapter.DefaultOpsBindAddress("8092"))
 	opts := hostedcluster.DefaultOptions()
 	logLevel, kubeconfig := "info", ""
 	cmd := &cobra.Command{

@@ -4,12 +4,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,10 +47,11 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hyperfleet-api",
 		Short:         "HyperFleet's cluster-lifecycle data API",
+		Version:       version + " (" + build + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newMigrateCommand(), newTokenCommand())
+	root.AddCommand(newServeCommand(&options{}), newMigrateCommand(), newTokenCommand())
 	return root
 }
 
@@ -56,6 +60,44 @@ type options struct {
 	cfg              server.Config
 	requiredAdapters []string
 	logLevel         string
+	rateLimit        optionalFloat
+}
+
+// optionalFloat is a float flag that knows whether it was given (on the command line or as HYPERFLEET_<FLAG>), so
+// that the environment's default applies when it was not. Unset, it shows no value, which keeps pflag from
+// printing a sentinel as "(default …)" beside the usage's own account of the default.
+type optionalFloat struct {
+	value float64
+	set   bool
+}
+
+func (f *optionalFloat) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatFloat(f.value, 'g', -1, 64)
+}
+
+func (f *optionalFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("not a number: %w", err)
+	}
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s is not 0 (unlimited) or a positive number", s)
+	}
+	f.value, f.set = v, true
+	return nil
+}
+
+func (f *optionalFloat) Type() string { return "float" }
+
+// or returns the value given, else def.
+func (f *optionalFloat) or(def float64) float64 {
+	if f.set {
+		return f.value
+	}
+	return def
 }
 
 func (o *options) addDatabaseFlags(fs *pflag.FlagSet) {
@@ -102,12 +144,15 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 			o.cfg.DB.SSLMode = "verify-full"
 		}
 	}
-	if o.cfg.RateLimit < 0 {
-		o.cfg.RateLimit = 0
-		if o.cfg.Env == server.EnvProduction {
-			o.cfg.RateLimit = 100
-		}
+	rateLimit := 0.0
+	if o.cfg.Env == server.EnvProduction {
+		rateLimit = 100
 	}
+	o.cfg.RateLimit = o.rateLimit.or(rateLimit)
+	api, health, metrics := server.DefaultBindAddresses(o.cfg.Env)
+	o.cfg.APIBindAddress = cmp.Or(o.cfg.APIBindAddress, api)
+	o.cfg.HealthBindAddress = cmp.Or(o.cfg.HealthBindAddress, health)
+	o.cfg.MetricsBindAddress = cmp.Or(o.cfg.MetricsBindAddress, metrics)
 	if !o.cfg.EmbeddedDB && o.cfg.Env == server.EnvDevelopment && !o.cfg.DB.Configured() {
 		o.cfg.EmbeddedDB = true
 	}
@@ -128,11 +173,11 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 	return log, nil
 }
 
-func newServeCommand() *cobra.Command {
-	o := &options{}
+// newServeCommand returns `serve` with its flags bound to o.
+func newServeCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the REST API (:8000), health (:8080) and metrics (:9090)",
+		Short: "Serve the REST API (port 8000), health (8080) and metrics (9090); on loopback outside production",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := o.finish(cmd)
 			if err != nil {
@@ -147,9 +192,10 @@ func newServeCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	o.addDatabaseFlags(fs)
-	fs.StringVar(&o.cfg.APIBindAddress, "api-server-bindaddress", ":8000", "API listener")
-	fs.StringVar(&o.cfg.HealthBindAddress, "health-server-bindaddress", ":8080", "health listener (/healthz, /readyz)")
-	fs.StringVar(&o.cfg.MetricsBindAddress, "metrics-server-bindaddress", ":9090", "metrics listener (/metrics)")
+	// Empty defaults, resolved in finish: the address depends on HYPERFLEET_ENV, which the usage explains.
+	fs.StringVar(&o.cfg.APIBindAddress, "api-server-bindaddress", "", "API listener (default: 127.0.0.1:8000, loopback; :8000, every interface, with HYPERFLEET_ENV=production)")
+	fs.StringVar(&o.cfg.HealthBindAddress, "health-server-bindaddress", "", "health listener, /healthz and /readyz (default: 127.0.0.1:8080; :8080 with HYPERFLEET_ENV=production)")
+	fs.StringVar(&o.cfg.MetricsBindAddress, "metrics-server-bindaddress", "", "metrics listener, /metrics (default: 127.0.0.1:9090; :9090 with HYPERFLEET_ENV=production)")
 	fs.DurationVar(&o.cfg.HTTPReadTimeout, "http-read-timeout", 30*time.Second, "maximum time to read a request")
 	fs.DurationVar(&o.cfg.HTTPWriteTimeout, "http-write-timeout", 30*time.Second, "maximum time to write a response")
 	fs.DurationVar(&o.cfg.HTTPIdleTimeout, "http-idle-timeout", 2*time.Minute, "keep-alive idle timeout")
@@ -168,7 +214,7 @@ func newServeCommand() *cobra.Command {
 	fs.BoolVar(&o.cfg.EnableMetricsHTTPS, "enable-metrics-https", false, "serve metrics over TLS")
 	fs.StringVar(&o.cfg.HTTPSCertFile, "https-cert-file", "", "PEM certificate (chain) for the TLS listeners; reloaded when it changes")
 	fs.StringVar(&o.cfg.HTTPSKeyFile, "https-key-file", "", "PEM private key for the TLS listeners")
-	fs.Float64Var(&o.cfg.RateLimit, "rate-limit", -1, "requests per second each identity may make; 0 = unlimited (default: 100 in production, unlimited otherwise)")
+	fs.Var(&o.rateLimit, "rate-limit", "requests per second each identity may make, 0 for unlimited (default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)")
 	fs.IntVar(&o.cfg.RateBurst, "rate-limit-burst", 0, "burst above --rate-limit (default: one second's worth)")
 	fs.BoolVar(&o.cfg.EnableTracing, "enable-tracing", false, "export OpenTelemetry traces over OTLP/HTTP")
 	fs.StringVar(&o.cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: the OTEL_EXPORTER_OTLP_* environment)")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/postgres"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -58,6 +59,8 @@ func TestBadConfigurationIsRefusedBeforeAnythingStarts(t *testing.T) {
 		{"embedded in production", map[string]string{"HYPERFLEET_ENV": "production"}, []string{"serve", "--embedded-db"}, "--embedded-db"},
 		{"bad required adapters", nil, []string{"serve", "--required-adapters", "cluster"}, "--required-adapters"},
 		{"bad log level", nil, []string{"migrate", "--log-level", "loud"}, "--log-level"},
+		{"negative rate limit", nil, []string{"serve", "--rate-limit", "-1"}, "--rate-limit"},
+		{"rate limit not a number", map[string]string{"HYPERFLEET_RATE_LIMIT": "fast"}, []string{"serve"}, "HYPERFLEET_RATE_LIMIT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,4 +102,95 @@ func TestTokenCommandMintsWhatServeAccepts(t *testing.T) {
 	require.ErrorContains(t, run(t, "token", "--dir", dir, "--roles", "root"), "unknown role")
 	t.Setenv("HYPERFLEET_ENV", "production")
 	require.ErrorContains(t, run(t, "token", "--dir", dir), "production")
+}
+
+func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
+	loopback := server.Config{APIBindAddress: "127.0.0.1:8000", HealthBindAddress: "127.0.0.1:8080", MetricsBindAddress: "127.0.0.1:9090"}
+	everywhere := server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100}
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want server.Config // only the listeners and the rate limit are compared
+	}{
+		{name: "HYPERFLEET_ENV unset is development", want: loopback},
+		{name: "development", env: map[string]string{"HYPERFLEET_ENV": "development"}, want: loopback},
+		{name: "unit testing", env: map[string]string{"HYPERFLEET_ENV": "unit_testing"}, want: loopback},
+		{name: "integration testing", env: map[string]string{"HYPERFLEET_ENV": "integration_testing"}, want: loopback},
+		{name: "production", env: map[string]string{"HYPERFLEET_ENV": "production"}, want: everywhere},
+		{
+			name: "flags win in development",
+			args: []string{"--api-server-bindaddress", ":8000", "--metrics-server-bindaddress", "10.0.0.1:9100", "--rate-limit", "5"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8080", MetricsBindAddress: "10.0.0.1:9100", RateLimit: 5},
+		},
+		{
+			name: "the environment wins in production",
+			env:  map[string]string{"HYPERFLEET_ENV": "production", "HYPERFLEET_HEALTH_SERVER_BINDADDRESS": "127.0.0.1:8081", "HYPERFLEET_RATE_LIMIT": "0"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8081", MetricsBindAddress: ":9090"},
+		},
+		{
+			name: "an explicit 0 is unlimited in production",
+			env:  map[string]string{"HYPERFLEET_ENV": "production"}, args: []string{"--rate-limit", "0"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			o := &options{}
+			cmd := newServeCommand(o)
+			require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, tt.args...)))
+			_, err := o.finish(cmd)
+			require.NoError(t, err)
+			got := server.Config{APIBindAddress: o.cfg.APIBindAddress, HealthBindAddress: o.cfg.HealthBindAddress,
+				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestServeHelpStatesEachDefaultOnce reads `serve --help`: flags whose default depends on HYPERFLEET_ENV explain it
+// in their usage, and pflag must not add a "(default …)" of its own beside it.
+func TestServeHelpStatesEachDefaultOnce(t *testing.T) {
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"serve", "--help"})
+	require.NoError(t, cmd.ExecuteContext(context.Background()))
+	lines := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if fields := strings.Fields(line); len(fields) > 0 && strings.HasPrefix(fields[0], "--") {
+			lines[fields[0]] = line
+		}
+	}
+	tests := []struct {
+		flag string
+		want string
+	}{
+		{"--rate-limit", "--rate-limit float"},
+		{"--rate-limit", "(default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)"},
+		{"--api-server-bindaddress", "(default: 127.0.0.1:8000, loopback; :8000, every interface, with HYPERFLEET_ENV=production)"},
+		{"--health-server-bindaddress", "(default: 127.0.0.1:8080; :8080 with HYPERFLEET_ENV=production)"},
+		{"--metrics-server-bindaddress", "(default: 127.0.0.1:9090; :9090 with HYPERFLEET_ENV=production)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			line, ok := lines[tt.flag]
+			require.True(t, ok, "serve --help has no %s:\n%s", tt.flag, out.String())
+			require.Contains(t, line, tt.want)
+			require.Equal(t, 1, strings.Count(line, "default"), "the default is stated once: %q", line)
+		})
+	}
+}
+
+func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	require.NoError(t, cmd.ExecuteContext(context.Background()))
+	require.Equal(t, "hyperfleet-api version "+version+" ("+build+")\n", out.String())
 }

@@ -18,6 +18,12 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 )
 
+// version and build are set by the linker (-X) in `make build`.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := command().ExecuteContext(ctx)
@@ -29,12 +35,13 @@ func main() {
 }
 
 func command() *cobra.Command {
-	rt := adapter.Defaults(versionresolver.Name, ":8091")
+	rt := adapter.Defaults(versionresolver.Name, adapter.DefaultOpsBindAddress("8091"))
 	opts := versionresolver.DefaultOptions()
 	logLevel := "info"
 	cmd := &cobra.Command{
 		Use:           "version-resolver",
 		Short:         "Resolve VersionStreams to OpenShift release images through Cincinnati",
+		Version:       version + " (" + build + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

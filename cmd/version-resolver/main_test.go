@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,33 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 			err := cmd.Execute()
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
+	cmd := command()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	require.NoError(t, cmd.Execute())
+	require.Equal(t, "version-resolver version "+version+" ("+build+")\n", out.String())
+}
+
+func TestOpsListenerIsOnLoopbackOutsideProduction(t *testing.T) {
+	tests := []struct {
+		env  string
+		want string
+	}{
+		{"", "127.0.0.1:8091"},
+		{"development", "127.0.0.1:8091"},
+		{"integration_testing", "127.0.0.1:8091"},
+		{"production", ":8091"},
+	}
+	for _, tt := range tests {
+		t.Run("HYPERFLEET_ENV="+tt.env, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", tt.env)
+			require.Equal(t, tt.want, command().Flags().Lookup("ops-bind-address").DefValue)
 		})
 	}
 }

@@ -4,6 +4,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -19,6 +20,26 @@ const (
 	EnvIntegrationTesting = "integration_testing"
 	EnvProduction         = "production"
 )
+
+// Default ports of the API, health and metrics listeners.
+const (
+	DefaultAPIPort     = "8000"
+	DefaultHealthPort  = "8080"
+	DefaultMetricsPort = "9090"
+)
+
+// DefaultBindAddresses returns the API, health and metrics listeners' addresses for env when none is given. In
+// production they listen on every interface, since a load balancer, kubelet probes and Prometheus connect from
+// elsewhere. Everywhere else they listen on loopback: a development server runs an embedded database and accepts
+// development tokens, or no authentication at all, and nothing outside the machine should reach it unasked.
+func DefaultBindAddresses(env string) (api, health, metrics string) {
+	host := "127.0.0.1"
+	if env == EnvProduction {
+		host = ""
+	}
+	return net.JoinHostPort(host, DefaultAPIPort), net.JoinHostPort(host, DefaultHealthPort),
+		net.JoinHostPort(host, DefaultMetricsPort)
+}
 
 // Config is everything serve and migrate need. Flags fill it (cmd/hyperfleet-api).
 type Config struct {

@@ -3,8 +3,10 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -54,7 +56,19 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
-// Defaults returns the configuration an adapter starts from before flags.
+// DefaultOpsBindAddress returns the ops listener's address on port when none is given. With HYPERFLEET_ENV=production
+// it is every interface, since kubelet probes and Prometheus connect from outside the pod; otherwise loopback, so
+// that an adapter started for development is not reachable from the network. hyperfleet-api reads the same variable
+// for its own listeners.
+func DefaultOpsBindAddress(port string) string {
+	if os.Getenv("HYPERFLEET_ENV") == "production" {
+		return net.JoinHostPort("", port)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// Defaults returns the configuration an adapter starts from before flags; opsAddr is usually
+// DefaultOpsBindAddress's.
 func Defaults(adapter string, opsAddr string) Config {
 	return Config{
 		Adapter: adapter, APIURL: "http://localhost:8000", PollInterval: 5 * time.Second,
@@ -73,7 +87,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
 	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet (every replica needs the same count)")
-	fs.StringVar(&c.OpsBindAddress, "ops-bind-address", c.OpsBindAddress, "address of /healthz, /readyz and /metrics")
+	fs.StringVar(&c.OpsBindAddress, "ops-bind-address", c.OpsBindAddress, "address of /healthz, /readyz and /metrics; loopback unless HYPERFLEET_ENV=production")
 	fs.DurationVar(&c.ReconcileTimeout, "reconcile-timeout", c.ReconcileTimeout, "longest one reconcile may take")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long in-flight work may finish after SIGTERM")
 	fs.StringVar(&c.Replica, "replica", c.Replica, "this replica's name in report metadata (default: host name)")

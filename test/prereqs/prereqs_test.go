@@ -1,0 +1,98 @@
+// Package prereqs tests prereqs.sh, which `make test` runs before any test to provide what the tests need beyond
+// Go: a headless Chromium.
+package prereqs
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPrereqsFindsInstallsOrSaysHow runs the script with a PATH of stand-ins only, so that the machine's own
+// browser and package manager stay out of it: `id` says who runs it, `apt-get` records its calls and, when told to
+// install, puts a chromium on that PATH as the real one would.
+func TestPrereqsFindsInstallsOrSaysHow(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err, "the script needs bash")
+	script, err := filepath.Abs("prereqs.sh")
+	require.NoError(t, err)
+
+	const (
+		installs = "installs"
+		fails    = "fails"
+		missing  = "missing"
+	)
+	tests := []struct {
+		name     string
+		present  []string // executables already on PATH
+		uid      string
+		apt      string
+		wantCode int
+		wantApt  []string
+		wantErr  []string // in the script's stderr
+	}{
+		{name: "chromium is there", present: []string{"chromium"}, uid: "1000", apt: installs,
+			wantErr: []string{"prereqs: headless Chromium for the Swagger UI test: "}},
+		{name: "chromium-browser is there", present: []string{"chromium-browser"}, uid: "0", apt: installs,
+			wantErr: []string{"/chromium-browser"}},
+		{name: "missing, not root", uid: "1000", apt: installs, wantCode: 1,
+			wantErr: []string{"ERROR: the Swagger UI test needs headless Chromium", "sudo apt-get install -y chromium"}},
+		{name: "missing, root: installed with apt", uid: "0", apt: installs,
+			wantApt: []string{"update -q", "install -y -q chromium"}, wantErr: []string{"installed "}},
+		{name: "missing, root, apt fails", uid: "0", apt: fails, wantCode: 1,
+			wantApt: []string{"update -q", "install -y -q chromium"}, wantErr: []string{"ERROR: apt-get could not install chromium", "sudo apt-get install -y chromium"}},
+		{name: "missing, root without apt", uid: "0", apt: missing, wantCode: 1,
+			wantErr: []string{"ERROR: the Swagger UI test needs headless Chromium", "sudo apt-get install -y chromium"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := t.TempDir()
+			calls := filepath.Join(t.TempDir(), "apt-get.calls")
+			stub := func(name, body string) {
+				t.Helper()
+				require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+			}
+			for _, name := range tt.present {
+				stub(name, "exit 0")
+			}
+			stub("id", `[ "$1" = -u ] && echo `+tt.uid)
+			switch tt.apt {
+			case installs:
+				stub("apt-get", `echo "$*" >> `+calls+`
+[ "$1" = install ] && printf '#!/bin/sh\n' > `+bin+`/chromium && /bin/chmod +x `+bin+`/chromium
+exit 0`)
+			case fails:
+				stub("apt-get", `echo "$*" >> `+calls+`
+[ "$1" = install ] && exit 100
+exit 0`)
+			}
+
+			cmd := exec.Command(bash, script)
+			cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir()}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+
+			code := 0
+			var exit *exec.ExitError
+			if err != nil {
+				require.ErrorAs(t, err, &exit, "running the script")
+				code = exit.ExitCode()
+			}
+			require.Equal(t, tt.wantCode, code, "stderr:\n%s", stderr.String())
+			var gotApt []string
+			if b, err := os.ReadFile(calls); err == nil {
+				gotApt = strings.Split(strings.TrimSpace(string(b)), "\n")
+			}
+			require.Equal(t, tt.wantApt, gotApt, "apt-get calls")
+			for _, want := range tt.wantErr {
+				require.Contains(t, stderr.String(), want)
+			}
+		})
+	}
+}
