@@ -223,6 +223,10 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
 	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable); "+
 		"must agree with the database's, which the first replica sets (default: the database's)")
+	fs.DurationVar(&o.cfg.EventsRetention, "events-retention", 24*time.Hour,
+		"how long the change feed keeps events; a watcher further behind gets 410 and lists again")
+	fs.Int64Var(&o.cfg.EventsMax, "events-max", 1_000_000, "most events the change feed keeps")
+	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream stays silent (a comment line keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
 	return cmd

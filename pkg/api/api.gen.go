@@ -351,6 +351,33 @@ func (e VersionStreamSpecChannelGroup) Valid() bool {
 	}
 }
 
+// Defines values for WatchEventType.
+const (
+	WatchEventTypeCreated  WatchEventType = "created"
+	WatchEventTypeDeleting WatchEventType = "deleting"
+	WatchEventTypeRemoved  WatchEventType = "removed"
+	WatchEventTypeStatus   WatchEventType = "status"
+	WatchEventTypeUpdated  WatchEventType = "updated"
+)
+
+// Valid indicates whether the value is a known member of the WatchEventType enum.
+func (e WatchEventType) Valid() bool {
+	switch e {
+	case WatchEventTypeCreated:
+		return true
+	case WatchEventTypeDeleting:
+		return true
+	case WatchEventTypeRemoved:
+		return true
+	case WatchEventTypeStatus:
+		return true
+	case WatchEventTypeUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIInfo defines model for APIInfo.
 type APIInfo struct {
 	Build string `json:"build"`
@@ -441,10 +468,13 @@ type ClusterList struct {
 	Items []Cluster `json:"items"`
 
 	// Kind Example: ClusterList
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int64  `json:"total"`
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+	Total           int64  `json:"total"`
 }
 
 // ClusterSpec defines model for ClusterSpec.
@@ -724,10 +754,13 @@ type NodePoolList struct {
 	Items []NodePool `json:"items"`
 
 	// Kind Example: NodePoolList
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int64  `json:"total"`
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+	Total           int64  `json:"total"`
 }
 
 // NodePoolSpec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
@@ -836,10 +869,13 @@ type SparseList struct {
 	Items []SparseResource `json:"items"`
 
 	// Kind Example: ClusterList
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int64  `json:"total"`
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion *string `json:"resource_version,omitempty"`
+	Size            int     `json:"size"`
+	Total           int64   `json:"total"`
 }
 
 // SparseResource A resource of any kind with only the members `fields` asked for, and always `id`, `kind` and `href`. Each
@@ -922,10 +958,13 @@ type UpgradeScheduleList struct {
 	Items []UpgradeSchedule `json:"items"`
 
 	// Kind Example: UpgradeScheduleList
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int64  `json:"total"`
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+	Total           int64  `json:"total"`
 }
 
 // UpgradeScheduleSpec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
@@ -1018,10 +1057,13 @@ type VersionStreamList struct {
 	Items []VersionStream `json:"items"`
 
 	// Kind Example: VersionStreamList
-	Kind  string `json:"kind"`
-	Page  int    `json:"page"`
-	Size  int    `json:"size"`
-	Total int64  `json:"total"`
+	Kind string `json:"kind"`
+	Page int    `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+	Total           int64  `json:"total"`
 }
 
 // VersionStreamSpec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
@@ -1046,6 +1088,36 @@ type VersionStreamSpecArch string
 // VersionStreamSpecChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
 type VersionStreamSpecChannelGroup string
 
+// WatchEvent One change, as a watch sends it in an event's `data:`. Events come in sequence order, which is the order of
+// the changes of each resource. `object` is the resource as a GET would show it to the caller when the event
+// is delivered (so it may already be newer than the change); a `removed` event has none.
+type WatchEvent struct {
+	Generation int64              `json:"generation"`
+	Id         openapi_types.UUID `json:"id"`
+
+	// Kind Example: Cluster
+	Kind string `json:"kind"`
+
+	// Object The resource (its kind's schema, as the list's items), absent for `removed`.
+	Object          *map[string]interface{} `json:"object,omitempty"`
+	ParentId        *openapi_types.UUID     `json:"parent_id,omitempty"`
+	ResourceVersion string                  `json:"resource_version"`
+
+	// Seq Position in the change feed; the SSE `id:`.
+	Seq int64 `json:"seq"`
+
+	// Time When the change was committed.
+	Time time.Time `json:"time"`
+
+	// Type `created`; `updated` (spec or labels); `status` (an adapter's report changed the aggregate); `deleting`
+	// (marked for deletion); `removed` (gone for good).
+	Type WatchEventType `json:"type"`
+}
+
+// WatchEventType `created`; `updated` (spec or labels); `status` (an adapter's report changed the aggregate); `deleting`
+// (marked for deletion); `removed` (gone for good).
+type WatchEventType string
+
 // ClusterId defines model for cluster_id.
 type ClusterId = openapi_types.UUID
 
@@ -1058,6 +1130,9 @@ type IfMatch = string
 // IncludeDeleted defines model for include_deleted.
 type IncludeDeleted = bool
 
+// LastEventId defines model for last_event_id.
+type LastEventId = string
+
 // NodepoolId defines model for nodepool_id.
 type NodepoolId = openapi_types.UUID
 
@@ -1069,6 +1144,9 @@ type Page = int
 
 // PendingFor defines model for pending_for.
 type PendingFor = string
+
+// ResourceVersion defines model for resource_version.
+type ResourceVersion = string
 
 // ResyncAfter Example: 5m
 type ResyncAfter = string
@@ -1085,6 +1163,9 @@ type UpgradescheduleId = openapi_types.UUID
 // VersionstreamId defines model for versionstream_id.
 type VersionstreamId = openapi_types.UUID
 
+// Watch defines model for watch.
+type Watch = bool
+
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -1093,6 +1174,9 @@ type Conflict = Problem
 
 // Error RFC 9457 problem details.
 type Error = Problem
+
+// Expired RFC 9457 problem details.
+type Expired = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
@@ -1141,6 +1225,20 @@ type ListClustersParams struct {
 
 	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
+	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
+	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
+	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
 // PatchClusterParams defines parameters for PatchCluster.
@@ -1183,6 +1281,20 @@ type ListClusterNodePoolsParams struct {
 
 	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
+	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
+	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
+	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
@@ -1225,6 +1337,20 @@ type ListNodePoolsParams struct {
 
 	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
+	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
+	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
+	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
 // ListUpgradeSchedulesParams defines parameters for ListUpgradeSchedules.
@@ -1259,6 +1385,20 @@ type ListUpgradeSchedulesParams struct {
 
 	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
+	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
+	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
+	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
 // PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
@@ -1301,6 +1441,20 @@ type ListVersionStreamsParams struct {
 
 	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
 	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
+	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
+	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
+	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
 // PatchVersionStreamParams defines parameters for PatchVersionStream.
@@ -3017,6 +3171,30 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 
 		}
 
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3026,6 +3204,21 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -3377,6 +3570,30 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 
 		}
 
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3386,6 +3603,21 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4042,6 +4274,30 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 
 		}
 
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4051,6 +4307,21 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4180,6 +4451,30 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 
 		}
 
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4189,6 +4484,21 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4661,6 +4971,30 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 
 		}
 
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4670,6 +5004,21 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -5577,6 +5926,8 @@ type ListClustersResponse struct {
 	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -5594,6 +5945,11 @@ func (r ListClustersResponse) GetApplicationvndHyperfleetSparseJSON200() *Sparse
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListClustersResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListClustersResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -5980,6 +6336,8 @@ type ListClusterNodePoolsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6002,6 +6360,11 @@ func (r ListClusterNodePoolsResponse) GetApplicationproblemJSON400() *BadRequest
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ListClusterNodePoolsResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListClusterNodePoolsResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6835,6 +7198,8 @@ type ListNodePoolsResponse struct {
 	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6852,6 +7217,11 @@ func (r ListNodePoolsResponse) GetApplicationvndHyperfleetSparseJSON200() *Spars
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListNodePoolsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListNodePoolsResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6897,6 +7267,8 @@ type ListUpgradeSchedulesResponse struct {
 	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6914,6 +7286,11 @@ func (r ListUpgradeSchedulesResponse) GetApplicationvndHyperfleetSparseJSON200()
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListUpgradeSchedulesResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListUpgradeSchedulesResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7519,6 +7896,8 @@ type ListVersionStreamsResponse struct {
 	ApplicationvndHyperfleetSparseJSON200 *SparseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -7536,6 +7915,11 @@ func (r ListVersionStreamsResponse) GetApplicationvndHyperfleetSparseJSON200() *
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListVersionStreamsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListVersionStreamsResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -9005,12 +9389,22 @@ func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 
@@ -9350,12 +9744,22 @@ func ParseListClusterNodePoolsResponse(rsp *http.Response) (*ListClusterNodePool
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 
@@ -10047,12 +10451,22 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 
@@ -10094,12 +10508,22 @@ func ParseListUpgradeSchedulesResponse(rsp *http.Response) (*ListUpgradeSchedule
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 
@@ -10608,12 +11032,22 @@ func ParseListVersionStreamsResponse(rsp *http.Response) (*ListVersionStreamsRes
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
 
 	}
 

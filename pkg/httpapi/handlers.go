@@ -76,9 +76,10 @@ type listJSON struct {
 // listHead is the list envelope's members that are known before the items: listWriter writes them first and
 // total last, so that a page goes to the client item by item as the database hands the rows over.
 type listHead struct {
-	Kind string `json:"kind"`
-	Page int    `json:"page"`
-	Size int    `json:"size"`
+	Kind            string `json:"kind"`
+	Page            int    `json:"page"`
+	Size            int    `json:"size"`
+	ResourceVersion string `json:"resource_version"`
 }
 
 // errWrite marks a failure to write to the client (it went away), as opposed to one to produce the answer.
@@ -233,13 +234,25 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.ParentID = idsOf(r).parent
+	if watch, err := watchRequested(r); err != nil || watch {
+		if err != nil {
+			k.fail(w, r, err)
+			return
+		}
+		k.watch(w, r, opts, fields)
+		return
+	}
+	// The position is taken before the page is read: every change up to it is in the page, and watching from
+	// it misses none after.
+	position := k.s.feedHead()
 	contentType := "application/json"
 	if fields != nil {
 		// A sparse page is its own media type: its items lack members a full resource must have.
 		contentType = sparseJSON
 	}
 	public := !k.s.seesInternal(r)
-	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size}}
+	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size,
+		ResourceVersion: strconv.FormatInt(position, 10)}}
 	total, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
 		item, err := k.present(res, public)
 		if err != nil {

@@ -14,6 +14,16 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// The change feed as watches deliver it.
+	watchStreams prometheus.Gauge
+	deliveries   *prometheus.CounterVec
+	lag          *prometheus.HistogramVec
+}
+
+// delivered counts one event sent to a consumer and how long after its commit it went.
+func (m *httpMetrics) delivered(consumer string, committed time.Time) {
+	m.deliveries.WithLabelValues(consumer).Inc()
+	m.lag.WithLabelValues(consumer).Observe(time.Since(committed).Seconds())
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -25,9 +35,15 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Name: "hyperfleet_api_request_duration_seconds", Help: "API request latency by method and route template.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"method", "route"}),
+		watchStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hyperfleet_watch_streams", Help: "Watch streams open."}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyperfleet_events_delivered_total",
+			Help: "Change feed events sent, by consumer (sse: watch streams)."}, []string{"consumer"}),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hyperfleet_event_lag_seconds",
+			Help:    "Time from an event's commit to its delivery, by consumer.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"consumer"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.watchStreams, m.deliveries, m.lag} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register http metrics: %w", err)
 			}

@@ -37,6 +37,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeVersionMismatch:      http.StatusPreconditionFailed,
 	resource.CodeInUse:                http.StatusConflict,
 	resource.CodeStatusStale:          http.StatusConflict,
+	resource.CodeExpired:              http.StatusGone,
 	resource.CodeUnauthenticated:      http.StatusUnauthorized,
 	resource.CodeForbidden:            http.StatusForbidden,
 	resource.CodeTooLarge:             http.StatusRequestEntityTooLarge,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,18 @@ type Config struct {
 	// bucket size (0: one second's worth).
 	RateLimit float64
 	RateBurst int
+	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
+	// (lists then report position 0).
+	Feed ChangeFeed
+	// WatchHeartbeat is how long a watch stream may stay silent before a heartbeat comment (default 15 s).
+	WatchHeartbeat time.Duration
+}
+
+// ChangeFeed is what the HTTP edge needs of the change feed (resource.Feed).
+type ChangeFeed interface {
+	Head() int64
+	Check(ctx context.Context, after int64) error
+	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
 }
 
 // Server is the API's http.Handler.

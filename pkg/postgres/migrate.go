@@ -95,6 +95,58 @@ func migrations() []*gormigrate.Migration {
 				)`})
 			},
 		},
+		{
+			// The change feed. A write stages its event in its own transaction; one sequencer (whichever API
+			// process holds the lock) moves committed events into events in the order it finds them, so that a
+			// reader following seq never skips an event that committed late.
+			ID: "202612010009_change_feed",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, []string{
+					`CREATE TABLE event_staging (
+						id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+						time timestamptz NOT NULL DEFAULT clock_timestamp(),
+						type text NOT NULL,
+						kind text NOT NULL,
+						resource_id uuid NOT NULL,
+						parent_id uuid,
+						generation bigint NOT NULL,
+						version bigint NOT NULL
+					)`,
+					`CREATE TABLE events (
+						seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+						time timestamptz NOT NULL,
+						type text NOT NULL,
+						kind text NOT NULL,
+						resource_id uuid NOT NULL,
+						parent_id uuid,
+						generation bigint NOT NULL,
+						version bigint NOT NULL
+					)`,
+					`CREATE INDEX events_time ON events (time)`,
+					// Every statement that stages events wakes the sequencer when its transaction commits: a
+					// trigger, so that no write path can forget to.
+					`CREATE FUNCTION hyperfleet_wake_sequencer() RETURNS trigger LANGUAGE plpgsql AS $$
+					BEGIN
+						PERFORM pg_notify('hyperfleet_staged', '');
+						RETURN NULL;
+					END $$`,
+					`CREATE TRIGGER event_staging_wake AFTER INSERT ON event_staging
+						FOR EACH STATEMENT EXECUTE FUNCTION hyperfleet_wake_sequencer()`,
+					// One row: how far retention has removed events, so that a reader behind it is told to re-list.
+					`CREATE TABLE event_feed (
+						id int PRIMARY KEY CHECK (id = 1),
+						compacted_through bigint NOT NULL DEFAULT 0
+					)`,
+					`INSERT INTO event_feed (id) VALUES (1)`,
+					// Where each relay (e.g. to NATS JetStream) has got to.
+					`CREATE TABLE event_relays (
+						name text PRIMARY KEY,
+						seq bigint NOT NULL DEFAULT 0,
+						updated_time timestamptz NOT NULL DEFAULT now()
+					)`,
+				})
+			},
+		},
 	}
 }
 

@@ -165,6 +165,9 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 			SELECT ins.id, ?, a.adapter, ?, ? FROM ins CROSS JOIN unnest(?::text[]) AS a(adapter))`)
 		args = append(args, d.Kind, w.CreatedTime, w.Generation, "{"+strings.Join(d.RequiredAdapters, ",")+"}")
 	}
+	ctes = append(ctes, `staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+		SELECT 'created', ?, ins.id, ?::uuid, ?, 1 FROM ins)`)
+	args = append(args, d.Kind, nullableID(r.ParentID), w.Generation)
 	// The index of the first missing reference, or -1.
 	missing := "-1"
 	for i := len(refs) - 1; i >= 0; i-- {
@@ -267,6 +270,9 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		if opts.ParentID != "" {
 			q = q.Where("parent_id = ?", opts.ParentID)
 		}
+		if opts.IDs != nil {
+			q = q.Where("id IN ?", opts.IDs)
+		}
 		if !opts.IncludeDeleted {
 			q = q.Where("deleted_time IS NULL")
 		}
@@ -340,4 +346,12 @@ func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resou
 		return n, fmt.Errorf("list %s: %w", d.Kind, err)
 	}
 	return n, nil
+}
+
+// nullableID is a parent id as a parameter: nil (SQL NULL) for a root kind.
+func nullableID(id string) any {
+	if id == "" {
+		return nil
+	}
+	return id
 }

@@ -91,22 +91,26 @@ func (t *txStore) HasChildren(d *resource.Descriptor, id string) (bool, error) {
 	return false, nil
 }
 
-func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource) error {
+func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resource.EventType) error {
 	w, err := toRow(d, r)
 	if err != nil {
 		return err
 	}
-	// One round trip: the row (its version moves on), and the copies of its generation and deleting flag that
-	// make "pending" a single-row property of its reports (a no-op for them unless those changed).
+	// One round trip: the row (its version moves on), the event for the change feed, and the copies of its
+	// generation and deleting flag that make "pending" a single-row property of its reports (a no-op for them
+	// unless those changed).
 	var versions []int64
 	err = t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
 			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, version = version + 1
-			WHERE id = ? RETURNING id, version),
+			WHERE id = ? RETURNING id, version, generation),
 		copied AS (UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
-			WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?))
+			WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?)),
+		staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+			SELECT ?, ?, id, ?::uuid, generation, version FROM saved)
 		SELECT version FROM saved`,
 		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
-		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting()).Scan(&versions).Error
+		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting(),
+		string(event), d.Kind, nullableID(r.ParentID)).Scan(&versions).Error
 	if err != nil {
 		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
 	}
@@ -125,12 +129,24 @@ func (t *txStore) PutStatus(d *resource.Descriptor, r *resource.Resource, st *re
 	return putStatus(t.db, d, r, st)
 }
 
-// Remove implements resource.Tx: the reports of the whole subtree first (they have no foreign key, as they
-// serve every kind), then the row, whose descendants go with it by ON DELETE CASCADE.
+// Remove implements resource.Tx: a removed event for each resource of the subtree, deepest first, then the
+// reports of the whole subtree (they have no foreign key, as they serve every kind), then the row, whose
+// descendants go with it by ON DELETE CASCADE.
 func (t *txStore) Remove(d *resource.Descriptor, id string) error {
-	ids, err := t.subtree(d, []string{id})
+	levels, err := t.subtree(d, []string{id})
 	if err != nil {
 		return err
+	}
+	var ids []string
+	for i := len(levels) - 1; i >= 0; i-- {
+		level := levels[i]
+		err := t.db.Exec(`INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+			SELECT 'removed', ?, id, `+parentColumn(level.d)+`, generation, version FROM `+level.d.Table+` WHERE id IN ? ORDER BY id`,
+			level.d.Kind, level.ids).Error
+		if err != nil {
+			return fmt.Errorf("stage removed events of %s: %w", level.d.Kind, err)
+		}
+		ids = append(ids, level.ids...)
 	}
 	if err := t.db.Exec("DELETE FROM adapter_statuses WHERE resource_id IN ?", ids).Error; err != nil {
 		return fmt.Errorf("delete statuses of %s %s: %w", d.Kind, id, err)
@@ -145,8 +161,23 @@ func (t *txStore) Remove(d *resource.Descriptor, id string) error {
 	return nil
 }
 
-func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]string, error) {
-	all := append([]string(nil), ids...)
+// parentColumn is the SQL for a row's parent id: the column for a child kind, NULL for a root kind.
+func parentColumn(d *resource.Descriptor) string {
+	if d.Parent == nil {
+		return "NULL::uuid"
+	}
+	return "parent_id"
+}
+
+// subtreeLevel is the ids of one kind in a subtree, all at one depth.
+type subtreeLevel struct {
+	d   *resource.Descriptor
+	ids []string
+}
+
+// subtree returns ids (of kind d) and their descendants, a level per kind and depth, from the top.
+func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]subtreeLevel, error) {
+	levels := []subtreeLevel{{d: d, ids: ids}}
 	for _, child := range t.store.children[d] {
 		var kids []string
 		if err := t.db.Table(child.Table).Where("parent_id IN ?", ids).Pluck("id", &kids).Error; err != nil {
@@ -159,7 +190,7 @@ func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]string, error
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, more...)
+		levels = append(levels, more...)
 	}
-	return all, nil
+	return levels, nil
 }

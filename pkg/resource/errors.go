@@ -29,6 +29,7 @@ const (
 	CodeVersionMismatch      Code = "HYPERFLEET-CNF-004" // If-Match named another version (ETag)
 	CodeInUse                Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
 	CodeStatusStale          Code = "HYPERFLEET-STS-001"
+	CodeExpired              Code = "HYPERFLEET-WAT-001" // a watch position older than the retained change feed
 	CodeUnauthenticated      Code = "HYPERFLEET-AUT-001"
 	CodeForbidden            Code = "HYPERFLEET-AUZ-001"
 	CodeTooLarge             Code = "HYPERFLEET-LMT-001"

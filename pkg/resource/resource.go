@@ -55,6 +55,8 @@ type ListOptions struct {
 	// longer ago than ResyncAfter.
 	PendingFor  string
 	ResyncAfter time.Duration
+	// IDs, when not nil, keeps only these resources (a watch fetching the resources of a batch of events).
+	IDs []string
 }
 
 // OrderBy is one sort key.

@@ -60,14 +60,14 @@ type Tx interface {
 	Referrers(d *Descriptor, field, name string, limit int) ([]string, error)
 	// HasChildren reports whether any resource of a child kind of d has id as its parent.
 	HasChildren(d *Descriptor, id string) (bool, error)
-	// Save writes r's labels, spec, generation, status and update/delete stamps, and records that its status was
-	// aggregated for d's current required adapters.
-	Save(d *Descriptor, r *Resource) error
+	// Save writes r's labels, spec, generation, status and update/delete stamps, records that its status was
+	// aggregated for d's current required adapters, and appends the change to the change feed as event.
+	Save(d *Descriptor, r *Resource, event EventType) error
 	// Statuses returns the stored reports of the given resources by resource id, each ordered by adapter.
 	Statuses(ids []string) (map[string][]AdapterStatus, error)
 	// PutStatus inserts or replaces the report of st.Adapter about r.
 	PutStatus(d *Descriptor, r *Resource, st *AdapterStatus) error
-	// Remove deletes the resource, its descendants and all their reports.
+	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each.
 	Remove(d *Descriptor, id string) error
 }
 
@@ -304,7 +304,7 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		if _, err := s.reaggregateOne(tx, d, r); err != nil {
 			return err
 		}
-		return tx.Save(d, r)
+		return tx.Save(d, r, EventUpdated)
 	})
 }
 
@@ -345,7 +345,7 @@ func (s *Service) markDeleted(tx Tx, d *Descriptor, r *Resource, by string, now 
 	if err != nil {
 		return false, err
 	}
-	if err := tx.Save(d, r); err != nil {
+	if err := tx.Save(d, r, EventDeleting); err != nil {
 		return false, err
 	}
 	return s.removeIfDone(tx, d, r, finalized, nil)
@@ -673,7 +673,7 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, hoo
 			for _, r := range rs {
 				var finalized bool
 				r.Status, finalized = Aggregate(d, r, reports[r.ID], s.now())
-				if err := tx.Save(d, r); err != nil {
+				if err := tx.Save(d, r, EventStatus); err != nil {
 					return err
 				}
 				if _, err := s.removeIfDone(tx, d, r, finalized, func(_ *Descriptor, gone *Resource) { removed = append(removed, gone) }); err != nil {

@@ -128,7 +128,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
 		if changed {
 			r.Status = status
-			if err := tx.Save(d, r); err != nil {
+			if err := tx.Save(d, r, EventStatus); err != nil {
 				return err
 			}
 		}

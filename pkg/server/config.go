@@ -87,6 +87,14 @@ type Config struct {
 	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
 	// what migrate sets. nil: not given, serve uses the database's.
 	RequiredAdapters map[string][]string
+	// EventsRetention and EventsMax bound the change feed: events older, or further behind the newest, are
+	// removed (a watcher behind them must list again). 0 takes the default (24 h, 1,000,000).
+	EventsRetention time.Duration
+	EventsMax       int64
+	// EventsCompactEvery is how often retention runs (default 30 s).
+	EventsCompactEvery time.Duration
+	// WatchHeartbeat is how long a watch stays silent before a heartbeat comment (default 15 s).
+	WatchHeartbeat time.Duration
 	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"database/sql"
@@ -50,6 +51,12 @@ type Server struct {
 	draining atomic.Bool
 	// required is the database's required adapters this replica serves.
 	required postgres.RequiredAdapters
+	// dsn is the database's URL, for the change feed's own sessions.
+	dsn string
+	// The change feed: the sequencer (one process at a time works), this process's listener and fan-out.
+	sequencer *postgres.Sequencer
+	notifier  *postgres.Notifier
+	feed      *resource.Feed
 }
 
 // New opens the database (starting and migrating the embedded one if configured), checks that its schema is
@@ -88,6 +95,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	store := postgres.NewStore(s.db, set.All)
 	svc := resource.NewService(store, set.All)
+	s.notifier = postgres.NewNotifier(s.dsn, log)
+	s.feed = resource.NewFeed(store, s.notifier.C(), 4096)
+	if err := s.feed.Start(ctx); err != nil {
+		return nil, err
+	}
 	// A change of required adapters since the last start must not leave aggregates computed for the old set. A
 	// deleting resource that every adapter of the new set has finalized goes: each is logged, as it is data lost.
 	for _, d := range set.All {
@@ -119,10 +131,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, err
 	}
+	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{DSN: s.dsn, Retention: cmp.Or(cfg.EventsRetention, 24*time.Hour),
+		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, Log: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
 	svc.Observe(domainMetrics)
 	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err
@@ -239,6 +257,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("serving", "api", s.APIAddr(), "health", s.HealthAddr(), "metrics", s.MetricsAddr())
 	g.Go(func() error { return s.watchRequiredAdapters(gctx) })
+	g.Go(func() error { return s.sequencer.Run(gctx) })
+	g.Go(func() error { return s.notifier.Run(gctx) })
+	g.Go(func() error { return s.feed.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		s.draining.Store(true)
@@ -376,6 +397,7 @@ func (s *Server) openDatabase(ctx context.Context, serving bool) error {
 		// A migration may rightly run long (an index on a big table); waiting for locks stays bounded.
 		timeouts.statement = 0
 	}
+	s.dsn = dsn
 	db, sqlDB, err := open(ctx, dsn, s.cfg.DB.MaxOpenConns, s.cfg.DB.Debug, timeouts)
 	if err != nil {
 		return err

@@ -72,6 +72,8 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 		RateLimit: overrides.RateLimit, RateBurst: overrides.RateBurst,
 	}
 	cfg.DB.StatementTimeout, cfg.DB.LockTimeout = overrides.DB.StatementTimeout, overrides.DB.LockTimeout
+	cfg.EventsMax, cfg.EventsRetention, cfg.EventsCompactEvery = overrides.EventsMax, overrides.EventsRetention, overrides.EventsCompactEvery
+	cfg.WatchHeartbeat = overrides.WatchHeartbeat
 	if overrides.HTTPReadTimeout != 0 {
 		cfg.HTTPReadTimeout = overrides.HTTPReadTimeout
 	}
