@@ -77,12 +77,14 @@ k8s-assets: ## Build kube-apiserver and etcd for envtest into ~/.cache/hyperflee
 # The Hivelocity claim race runs again and again: exactly-once must hold on every interleaving it meets.
 CLAIM_RACE_RUNS ?= 10
 
-# What the tests need beyond Go that they cannot provide themselves (headless Chromium), checked before any test
+# What the tests need beyond Go that they cannot provide themselves (headless Chromium, a NATS server with
+# JetStream for the relay tests), checked before any test
 # runs: found, installed with apt when running as root, or one instruction. The database needs nothing here:
 # test/harness uses HYPERFLEET_TEST_DATABASE_URL, a container, or the local PostgreSQL on 127.0.0.1:5432.
 .PHONY: test-prereqs
-test-prereqs: ## Find (as root: install) what the tests need beyond Go: headless Chromium
+test-prereqs: ## Find (as root: install or start) what the tests need beyond Go: headless Chromium, NATS with JetStream
 	@test/prereqs/prereqs.sh
+	@test/prereqs/nats.sh
 
 .PHONY: test
 test: test-prereqs k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver

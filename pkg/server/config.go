@@ -95,6 +95,11 @@ type Config struct {
 	EventsCompactEvery time.Duration
 	// WatchHeartbeat is how long a watch stays silent before a heartbeat comment (default 15 s).
 	WatchHeartbeat time.Duration
+	// EventsNATSURL, when set, relays the change feed to NATS JetStream: stream EventsNATSStream (default
+	// HYPERFLEET), subjects <EventsNATSSubjectPrefix>.<kind>.<type> (default prefix hyperfleet).
+	EventsNATSURL           string
+	EventsNATSStream        string
+	EventsNATSSubjectPrefix string
 	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration

@@ -31,6 +31,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
+	"github.com/hyperfleet/hyperfleet/pkg/eventrelay"
 	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
 	"github.com/hyperfleet/hyperfleet/pkg/kinds"
 	"github.com/hyperfleet/hyperfleet/pkg/postgres"
@@ -57,6 +58,7 @@ type Server struct {
 	sequencer *postgres.Sequencer
 	notifier  *postgres.Notifier
 	feed      *resource.Feed
+	relay     *eventrelay.Relay // nil without --events-nats-url
 }
 
 // New opens the database (starting and migrating the embedded one if configured), checks that its schema is
@@ -135,6 +137,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, Log: log, Registerer: reg})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.EventsNATSURL != "" {
+		s.relay, err = eventrelay.New(eventrelay.Config{URL: cfg.EventsNATSURL, Stream: cfg.EventsNATSStream,
+			SubjectPrefix: cfg.EventsNATSSubjectPrefix, Log: log, Registerer: reg}, s.feed, store, postgres.NewNATSRelayLeader(s.dsn))
+		if err != nil {
+			return nil, err
+		}
 	}
 	svc.Observe(domainMetrics)
 	httpCfg := httpapi.Config{
@@ -260,6 +269,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.sequencer.Run(gctx) })
 	g.Go(func() error { return s.notifier.Run(gctx) })
 	g.Go(func() error { return s.feed.Run(gctx) })
+	if s.relay != nil {
+		g.Go(func() error { return s.relay.Run(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		s.draining.Store(true)

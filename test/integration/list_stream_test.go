@@ -112,8 +112,17 @@ func TestListMemoryDoesNotGrowWithPageSize(t *testing.T) {
 
 // apiProcess is hyperfleet-api running as its own process on loopback ports.
 type apiProcess struct {
-	cmd  *exec.Cmd
-	base string
+	cmd    *exec.Cmd
+	base   string
+	killed bool
+}
+
+// kill9 kills the process without a chance to clean up, as a crash or the OOM killer would.
+func (p *apiProcess) kill9(t *testing.T) {
+	t.Helper()
+	p.killed = true
+	require.NoError(t, p.cmd.Process.Kill())
+	_ = p.cmd.Wait() // reaps it; "signal: killed" is the point
 }
 
 // startAPIProcess builds and starts `hyperfleet-api serve` on dsn with extra flags, waits until it serves and
@@ -143,17 +152,28 @@ func startAPIProcess(t *testing.T, dsn string, flags ...string) *apiProcess {
 			}
 		}
 	}()
+	proc := &apiProcess{cmd: cmd}
 	t.Cleanup(func() {
+		if proc.killed {
+			<-copied
+			if t.Failed() {
+				t.Logf("hyperfleet-api's log:\n%s", logs.String())
+			}
+			return
+		}
 		_ = cmd.Process.Signal(os.Interrupt)
 		err := cmd.Wait()
 		<-copied
 		if err != nil {
 			t.Errorf("hyperfleet-api did not stop cleanly: %v\n%s", err, logs.String())
+		} else if t.Failed() {
+			t.Logf("hyperfleet-api's log:\n%s", logs.String())
 		}
 	})
 	select {
 	case addr := <-served:
-		return &apiProcess{cmd: cmd, base: "http://" + addr + "/api/hyperfleet/v1"}
+		proc.base = "http://" + addr + "/api/hyperfleet/v1"
+		return proc
 	case <-time.After(time.Minute):
 		t.Fatalf("hyperfleet-api did not start serving within a minute")
 		return nil

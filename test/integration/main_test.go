@@ -74,6 +74,7 @@ func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServe
 	cfg.DB.StatementTimeout, cfg.DB.LockTimeout = overrides.DB.StatementTimeout, overrides.DB.LockTimeout
 	cfg.EventsMax, cfg.EventsRetention, cfg.EventsCompactEvery = overrides.EventsMax, overrides.EventsRetention, overrides.EventsCompactEvery
 	cfg.WatchHeartbeat = overrides.WatchHeartbeat
+	cfg.EventsNATSURL, cfg.EventsNATSStream, cfg.EventsNATSSubjectPrefix = overrides.EventsNATSURL, overrides.EventsNATSStream, overrides.EventsNATSSubjectPrefix
 	if overrides.HTTPReadTimeout != 0 {
 		cfg.HTTPReadTimeout = overrides.HTTPReadTimeout
 	}

@@ -4,6 +4,8 @@ package prereqs
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,4 +97,40 @@ exit 0`)
 			}
 		})
 	}
+}
+
+// TestNATSIsFoundOrStarted runs nats.sh against the machine's NATS, and against a port where nothing answers,
+// where (as root, as CI runs) it must start a real nats-server with JetStream.
+func TestNATSIsFoundOrStarted(t *testing.T) {
+	script, err := filepath.Abs("nats.sh")
+	require.NoError(t, err)
+	run := func(addr string) (string, error) {
+		cmd := exec.Command("bash", script)
+		cmd.Env = append(os.Environ(), "HYPERFLEET_TEST_NATS_ADDR="+addr, "HYPERFLEET_TEST_NATS_STORE="+t.TempDir())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		return stderr.String(), err
+	}
+	out, err := run("127.0.0.1:4222")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "NATS (JetStream) for the relay tests: 127.0.0.1:4222")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	t.Cleanup(func() { _ = exec.Command("pkill", "-f", fmt.Sprintf("nats-server.* -p %d ", port)).Run() })
+	out, err = run(addr)
+	if os.Geteuid() != 0 {
+		require.Error(t, err)
+		require.Contains(t, out, "start it as root with: start-stop-daemon")
+		return
+	}
+	require.NoError(t, err, out)
+	require.Contains(t, out, "NATS answers on "+addr)
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err, "a NATS server answers where the script started it")
+	require.NoError(t, conn.Close())
 }
