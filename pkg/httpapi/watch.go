@@ -1,10 +1,10 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -104,7 +104,6 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass events on as they come
 	w.WriteHeader(http.StatusOK)
-	out := bufio.NewWriterSize(w, 16<<10)
 	k.s.metrics.watchStreams.Inc()
 	defer k.s.metrics.watchStreams.Dec()
 	public := !k.s.seesInternal(r)
@@ -113,10 +112,8 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		if err := rc.SetWriteDeadline(time.Now().Add(heartbeat + 30*time.Second)); err != nil {
 			return false
 		}
-		if _, err := out.WriteString(text); err != nil {
-			return false
-		}
-		if err := out.Flush(); err != nil {
+		// Each batch is written whole (net/http buffers the connection): a stream holds no buffer of its own.
+		if _, err := io.WriteString(w, text); err != nil {
 			return false
 		}
 		return rc.Flush() == nil

@@ -27,11 +27,13 @@ type sseEvent struct {
 	Event string
 	Data  api.WatchEvent
 	Raw   string
+	// received is when the watcher read the event's end.
+	received time.Time
 }
 
 // watcher reads a watch stream.
 type watcher struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	events chan sseEvent
 	done   chan error
@@ -40,7 +42,7 @@ type watcher struct {
 
 // watch opens GET path (with watch=true added) and parses its events as they come; header may hold
 // Last-Event-ID. It fails the test unless the watch starts (200, text/event-stream).
-func watch(t *testing.T, base, path string, header http.Header) *watcher {
+func watch(t testing.TB, base, path string, header http.Header) *watcher {
 	t.Helper()
 	resp, cancel := openWatch(t, base, path, header)
 	if resp.StatusCode != http.StatusOK {
@@ -59,6 +61,7 @@ func watch(t *testing.T, base, path string, header http.Header) *watcher {
 			switch {
 			case line == "":
 				if e.ID != "" || e.Raw != "" {
+					e.received = time.Now()
 					w.events <- e
 				}
 				e = sseEvent{}
@@ -92,7 +95,7 @@ func watch(t *testing.T, base, path string, header http.Header) *watcher {
 	return w
 }
 
-func openWatch(t *testing.T, base, path string, header http.Header) (*http.Response, context.CancelFunc) {
+func openWatch(t testing.TB, base, path string, header http.Header) (*http.Response, context.CancelFunc) {
 	t.Helper()
 	sep := "?"
 	if strings.Contains(path, "?") {
@@ -139,7 +142,7 @@ func (w *watcher) quiet(d time.Duration) {
 	}
 }
 
-func watchEventSchema(t *testing.T) *openapi3.Schema {
+func watchEventSchema(t testing.TB) *openapi3.Schema {
 	t.Helper()
 	doc, err := openapi3.NewLoader().LoadFromData(openapi.Document())
 	require.NoError(t, err)
