@@ -118,7 +118,7 @@ type apiProcess struct {
 }
 
 // kill9 kills the process without a chance to clean up, as a crash or the OOM killer would.
-func (p *apiProcess) kill9(t *testing.T) {
+func (p *apiProcess) kill9(t testing.TB) {
 	t.Helper()
 	p.killed = true
 	require.NoError(t, p.cmd.Process.Kill())
@@ -127,7 +127,7 @@ func (p *apiProcess) kill9(t *testing.T) {
 
 // startAPIProcess builds and starts `hyperfleet-api serve` on dsn with extra flags, waits until it serves and
 // stops it (SIGTERM, then a clean exit is required) when the test ends.
-func startAPIProcess(t *testing.T, dsn string, flags ...string) *apiProcess {
+func startAPIProcess(t testing.TB, dsn string, flags ...string) *apiProcess {
 	t.Helper()
 	bin := harness.Build(t, "./cmd/hyperfleet-api")
 	args := append([]string{"serve", "--db-url", dsn, "--api-server-bindaddress", "127.0.0.1:0",
@@ -181,7 +181,7 @@ func startAPIProcess(t *testing.T, dsn string, flags ...string) *apiProcess {
 }
 
 // residentKiB reads one of the memory lines (VmRSS, VmHWM) of /proc/<pid>/status.
-func (p *apiProcess) residentKiB(t *testing.T, field string) int64 {
+func (p *apiProcess) residentKiB(t testing.TB, field string) int64 {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	require.NoError(t, err)
