@@ -35,6 +35,8 @@ type config struct {
 	prefix      string
 	phases      map[string]bool
 	adapters    []string
+	// metrics is the API's /metrics, for its CPU time and memory; nil or empty URL: not measured.
+	metrics *apiProcess
 	// out receives the measurements, errs the first failures of each phase.
 	out, errs io.Writer
 }
@@ -54,6 +56,9 @@ type result struct {
 	latencies []time.Duration
 	failures  int64
 	elapsed   time.Duration
+	// cpu is the API process's CPU time over the phase, rss its resident memory at the end; zero when not measured.
+	cpu time.Duration
+	rss int64
 }
 
 func (r result) print(w io.Writer) {
@@ -64,8 +69,16 @@ func (r result) print(w io.Writer) {
 		}
 		return r.latencies[min(len(r.latencies)-1, int(p*float64(len(r.latencies))))]
 	}
-	fmt.Fprintf(w, "%-8s %7d ok %5d stale %5d failed %9.0f req/s   p50 %8s   p99 %8s\n", r.name, r.ok, r.stale, r.failures,
-		float64(len(r.latencies))/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond))
+	cpu := "       -"
+	if answered := len(r.latencies) + int(r.failures); r.cpu > 0 && answered > 0 {
+		cpu = fmt.Sprintf("%8.3f", float64(r.cpu.Microseconds())/1000/float64(answered))
+	}
+	rss := "    -"
+	if r.rss > 0 {
+		rss = fmt.Sprintf("%5d", r.rss>>20)
+	}
+	fmt.Fprintf(w, "%-8s %7d ok %5d stale %5d failed %9.0f req/s   p50 %8s   p99 %8s   API %s ms CPU/req  %s MiB RSS\n", r.name, r.ok, r.stale, r.failures,
+		float64(len(r.latencies))/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), cpu, rss)
 }
 
 // phase runs n calls of op over the configured clients and sorts their answers: want is success, a stale report
@@ -81,6 +94,7 @@ func phase(ctx context.Context, cfg config, name string, n int, op func(ctx cont
 	}
 	perWorker := make([]tally, cfg.concurrency)
 	var wg sync.WaitGroup
+	before := cfg.metrics.sample(ctx)
 	start := time.Now()
 	for w := range cfg.concurrency {
 		wg.Go(func() {
@@ -112,6 +126,9 @@ func phase(ctx context.Context, cfg config, name string, n int, op func(ctx cont
 	}
 	wg.Wait()
 	r := result{name: name, failures: failures.Load(), elapsed: time.Since(start)}
+	if after := cfg.metrics.sample(context.WithoutCancel(ctx)); before.ok && after.ok {
+		r.cpu, r.rss = after.cpu-before.cpu, after.rss
+	}
 	for _, t := range perWorker {
 		r.ok += t.ok
 		r.stale += t.stale
@@ -147,8 +164,8 @@ func run(ctx context.Context, cfg config) error {
 	if err := checkAccess(ctx, cfg, client); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.out, "hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase\n",
-		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests)
+	fmt.Fprintf(cfg.out, "hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase; %s\n",
+		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests, cfg.metrics.describe(ctx))
 
 	var failed int64
 	record := func(r result) {

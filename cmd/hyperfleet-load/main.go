@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -54,6 +55,7 @@ func command() *cobra.Command {
 		cfg              config
 		phases           []string
 		token, tokenFile string
+		metricsURL       string
 	)
 	cmd := &cobra.Command{
 		Use:   "hyperfleet-load",
@@ -89,6 +91,7 @@ mints one.`,
 				return err
 			}
 			cfg.out, cfg.errs = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			cfg.metrics = &apiProcess{url: metricsURL, client: &http.Client{Timeout: 5 * time.Second}}
 			return run(cmd.Context(), cfg)
 		},
 	}
@@ -103,6 +106,7 @@ mints one.`,
 	fs.DurationVar(&cfg.phaseLimit, "phase-limit", 2*time.Minute, "longest a phase may run")
 	fs.StringVar(&cfg.prefix, "prefix", fmt.Sprintf("load-%d", time.Now().Unix()%100000), "cluster and stream name prefix (names must be new)")
 	fs.StringSliceVar(&phases, "phases", []string{"create", "get", "list", "search"}, "phases to run, in this order: "+phaseOrder)
+	fs.StringVar(&metricsURL, "metrics-url", "http://127.0.0.1:9090/metrics", "the API's Prometheus endpoint, for its CPU time per request and memory (\"\" to skip)")
 	fs.StringSliceVar(&cfg.adapters, "adapters", []string{"load-a", "load-b", "load-c"}, "adapter names the status phases report as")
 	return cmd
 }

@@ -31,8 +31,9 @@ const (
 
 // testAPI is a hyperfleet-api with authentication on, on a fresh database, as `make run` starts one.
 type testAPI struct {
-	url   string
-	admin *api.ClientWithResponses
+	url     string
+	metrics string
+	admin   *api.ClientWithResponses
 	// mint signs a token for subject with roles.
 	mint func(subject string, roles ...auth.Role) string
 }
@@ -63,7 +64,7 @@ func startAPI(tb testing.TB) *testAPI {
 		cancel()
 		require.NoError(tb, <-done)
 	})
-	t := &testAPI{url: "http://" + srv.APIAddr()}
+	t := &testAPI{url: "http://" + srv.APIAddr(), metrics: "http://" + srv.MetricsAddr() + "/metrics"}
 	t.mint = func(subject string, roles ...auth.Role) string {
 		tb.Helper()
 		token, err := issuer.Mint(subject, roles, "", time.Hour, testIssuer, testAudience)
@@ -98,9 +99,10 @@ func load(tb testing.TB, args ...string) (stdout, stderr string, err error) {
 type phaseLine struct {
 	name                string
 	ok, stale, failures int
+	cpu, rss            string // "-" when not measured
 }
 
-var phaseLineRE = regexp.MustCompile(`(?m)^(\w+)\s+(\d+) ok\s+(\d+) stale\s+(\d+) failed\s+\d+ req/s\s+p50\s+\S+\s+p99\s+\S+$`)
+var phaseLineRE = regexp.MustCompile(`(?m)^(\w+)\s+(\d+) ok\s+(\d+) stale\s+(\d+) failed\s+\d+ req/s\s+p50\s+\S+\s+p99\s+\S+\s+API\s+(\S+) ms CPU/req\s+(\S+) MiB RSS$`)
 
 func phaseLines(tb testing.TB, out string) []phaseLine {
 	tb.Helper()
@@ -111,7 +113,7 @@ func phaseLines(tb testing.TB, out string) []phaseLine {
 			require.NoError(tb, err)
 			return v
 		}
-		lines = append(lines, phaseLine{name: m[1], ok: n(m[2]), stale: n(m[3]), failures: n(m[4])})
+		lines = append(lines, phaseLine{name: m[1], ok: n(m[2]), stale: n(m[3]), failures: n(m[4]), cpu: m[5], rss: m[6]})
 	}
 	return lines
 }
@@ -124,7 +126,7 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 	const clusters, requests = 30, 120
 	stdout, stderr, err := load(t, "--url", s.url, "--token-file", tokenFile, "--clusters", fmt.Sprint(clusters),
 		"--requests", fmt.Sprint(requests), "--concurrency", "4", "--prefix", "all", "--phase-limit", "1m",
-		"--phases", "create,get,list,search,status,settle,poll")
+		"--phases", "create,get,list,search,status,settle,poll", "--metrics-url", s.metrics)
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 
 	got := phaseLines(t, stdout)
@@ -140,6 +142,11 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 		if l.name != "status" && l.name != "settle" {
 			require.Zero(t, l.stale, "%s: only status reports can be stale", l.name)
 		}
+		// The API (in this process here) spent CPU on the phase, and says how much per request.
+		cpu, err := strconv.ParseFloat(l.cpu, 64)
+		require.NoError(t, err, "%s: CPU per request %q", l.name, l.cpu)
+		require.Positive(t, cpu, l.name)
+		require.NotEqual(t, "-", l.rss, l.name)
 	}
 	require.Equal(t, []string{"create", "get", "list", "search", "status", "settle", "poll"}, names, "stdout:\n%s", stdout)
 
@@ -186,7 +193,7 @@ func TestLoadTakesItsTokenFromAFlagAFileOrTheEnvironment(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(envToken, tt.env)
-			stdout, stderr, err := load(t, append([]string{"--url", s.url, "--clusters", "4", "--requests", "10",
+			stdout, stderr, err := load(t, append([]string{"--url", s.url, "--clusters", "4", "--requests", "10", "--metrics-url", "",
 				"--concurrency", "2", "--phases", "create,get", "--prefix", fmt.Sprintf("tok%d", i)}, tt.args...)...)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
@@ -194,7 +201,7 @@ func TestLoadTakesItsTokenFromAFlagAFileOrTheEnvironment(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-			require.Equal(t, []phaseLine{{name: "create", ok: 4}, {name: "get", ok: 10}}, phaseLines(t, stdout))
+			require.Equal(t, []phaseLine{{name: "create", ok: 4, cpu: "-", rss: "-"}, {name: "get", ok: 10, cpu: "-", rss: "-"}}, phaseLines(t, stdout))
 		})
 	}
 }
@@ -255,7 +262,7 @@ func TestStaleReportsAreExpectedNotFailures(t *testing.T) {
 			require.Contains(t, errs.String(), tt.wantErrs)
 			var line bytes.Buffer
 			r.print(&line)
-			require.Equal(t, []phaseLine{{name: "status", ok: tt.wantOK, stale: tt.wantStale, failures: int(tt.wantFailures)}},
+			require.Equal(t, []phaseLine{{name: "status", ok: tt.wantOK, stale: tt.wantStale, failures: int(tt.wantFailures), cpu: "-", rss: "-"}},
 				phaseLines(t, line.String()))
 		})
 	}
