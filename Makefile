@@ -78,13 +78,14 @@ k8s-assets: ## Build kube-apiserver and etcd for envtest into ~/.cache/hyperflee
 CLAIM_RACE_RUNS ?= 10
 
 # What the tests need beyond Go that they cannot provide themselves (headless Chromium, a NATS server with
-# JetStream for the relay tests), checked before any test
+# JetStream for the relay tests, a Docker engine for the image test), checked before any test
 # runs: found, installed with apt when running as root, or one instruction. The database needs nothing here:
 # test/harness uses HYPERFLEET_TEST_DATABASE_URL, a container, or the local PostgreSQL on 127.0.0.1:5432.
 .PHONY: test-prereqs
-test-prereqs: ## Find (as root: install or start) what the tests need beyond Go: headless Chromium, NATS with JetStream
+test-prereqs: ## Find (as root: install or start) what the tests need beyond Go: headless Chromium, NATS with JetStream, Docker
 	@test/prereqs/prereqs.sh
 	@test/prereqs/nats.sh
+	@test/prereqs/docker.sh
 
 .PHONY: test
 test: test-prereqs k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver
@@ -146,6 +147,14 @@ secrets: ## Write development database secrets (for make db/setup) into secrets/
 .PHONY: test-image
 test-image: ## Build the local PostgreSQL image used by the tests and db/setup (needs Docker)
 	test/postgres-image/build.sh
+
+# The container image of the Dockerfile: every binary, static, on scratch. No registry is needed: unless GO_IMAGE
+# names a builder (e.g. golang:1.26-bookworm), deploy/build-image.sh makes one from this machine's Go toolchain.
+IMAGE ?= hyperfleet/hyperfleet:dev
+
+.PHONY: image
+image: ## Build the container image hyperfleet/hyperfleet:dev (IMAGE=…) with Docker; builder from the local Go toolchain
+	IMAGE=$(IMAGE) VERSION=$(VERSION) BUILD=$(BUILD) deploy/build-image.sh
 
 .PHONY: db/setup
 db/setup: secrets ## Start a PostgreSQL container on localhost:5434 (DB_PORT) and migrate it

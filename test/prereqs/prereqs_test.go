@@ -134,3 +134,21 @@ func TestNATSIsFoundOrStarted(t *testing.T) {
 	require.NoError(t, err, "a NATS server answers where the script started it")
 	require.NoError(t, conn.Close())
 }
+
+// TestDockerIsFoundOrStarted runs docker.sh: on this kind of machine (root, Debian) it finds the engine or starts
+// one, and afterwards `docker info` answers.
+func TestDockerIsFoundOrStarted(t *testing.T) {
+	script, err := filepath.Abs("docker.sh")
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd := exec.Command("bash", script)
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if os.Geteuid() != 0 && err != nil {
+		require.Contains(t, stderr.String(), "as root: apt-get install -y docker.io")
+		return
+	}
+	require.NoError(t, err, stderr.String())
+	require.Regexp(t, `prereqs: Docker (for the image test: )?\S+`, stderr.String())
+	require.NoError(t, exec.Command("docker", "info").Run(), "the engine answers")
+}
