@@ -36,35 +36,54 @@ build: ## Build every binary into bin/
 install: ## Install the binaries into $GOPATH/bin
 	go install -ldflags "$(LDFLAGS)" ./cmd/...
 
-# Development stack: the API in the foreground; the Cincinnati simulator and, once the API is ready, the version
-# resolver in the background. Ctrl-C (or the API exiting) stops all three.
+# Development system: `hyperfleet-dev up` supervises PostgreSQL (embedded, unless DB_URL names one), the API, a
+# kube-apiserver (its binaries built first when missing), the Cincinnati, Hivelocity and HyperShift simulators and
+# the three adapters: dependency order, health checks, restarts, prefixed logs; Ctrl-C stops them all. Every
+# listener is a variable, and what talks to it follows. State (tokens, etcd, simulators, logs) stays in DEV_DIR.
+DEV_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev
+DB_URL              ?=
+EMBEDDED_DB_DIR     ?=
+EMBEDDED_DB_PORT    ?= 5433
+API_ADDR            ?= 127.0.0.1:8000
+HEALTH_ADDR         ?= 127.0.0.1:8080
+METRICS_ADDR        ?= 127.0.0.1:9090
+KUBE_ADDR           ?= 127.0.0.1:6443
+ETCD_ADDR           ?= 127.0.0.1:2379
 CINCINNATI_SIM_ADDR ?= 127.0.0.1:9400
-DEV_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev
-define run_stack
-	@trap 'kill $$(jobs -p) 2>/dev/null' EXIT; \
-	$(BIN)/cincinnati-sim --listen $(CINCINNATI_SIM_ADDR) & \
-	( until curl -sf http://localhost:8080/readyz >/dev/null 2>&1; do sleep 0.3; done; \
-	  exec $(BIN)/version-resolver --api-url http://localhost:8000 --cincinnati-url http://$(CINCINNATI_SIM_ADDR) $(1) ) & \
-	$(BIN)/hyperfleet-api serve --embedded-db $(2) --required-adapters '$(REQUIRED_ADAPTERS)'
+HIVELOCITY_SIM_ADDR ?= 127.0.0.1:9500
+HYPERSHIFT_SIM_ADDR ?= 127.0.0.1:9600
+VERSION_RESOLVER_ADDR       ?= 127.0.0.1:8091
+HOSTEDCLUSTER_APPLIER_ADDR  ?= 127.0.0.1:8092
+HIVELOCITY_PROVISIONER_ADDR ?= 127.0.0.1:8093
+# Hivelocity's 10-minute reload takes 10 s at 60; hyperfleet-dev up --help lists the other knobs (UP_FLAGS).
+SIM_TIME_SCALE ?= 60
+UP_FLAGS       ?=
+define dev_up
+	$(BIN)/hyperfleet-dev up --bin-dir $(BIN) --dev-dir $(DEV_DIR) --issuer-dir $(DEV_ISSUER_DIR) \
+	  --required-adapters '$(REQUIRED_ADAPTERS)' $(if $(DB_URL),--db-url '$(DB_URL)') \
+	  $(if $(EMBEDDED_DB_DIR),--db-dir $(EMBEDDED_DB_DIR)) --db-port $(EMBEDDED_DB_PORT) \
+	  --api-address $(API_ADDR) --health-address $(HEALTH_ADDR) --metrics-address $(METRICS_ADDR) \
+	  --kube-assets $(K8S_ASSETS_DIR) --kube-assets-build test/k8sassets/build.sh \
+	  --kube-address $(KUBE_ADDR) --etcd-address $(ETCD_ADDR) --time-scale $(SIM_TIME_SCALE) \
+	  --cincinnati-address $(CINCINNATI_SIM_ADDR) --hivelocity-address $(HIVELOCITY_SIM_ADDR) \
+	  --hypershift-health-address $(HYPERSHIFT_SIM_ADDR) --version-resolver-ops-address $(VERSION_RESOLVER_ADDR) \
+	  --hostedcluster-applier-ops-address $(HOSTEDCLUSTER_APPLIER_ADDR) \
+	  --hivelocity-provisioner-ops-address $(HIVELOCITY_PROVISIONER_ADDR) $(1) $(UP_FLAGS)
 endef
 
 .PHONY: run
-run: build ## Run the API on :8000 (embedded PostgreSQL, development tokens), the Cincinnati simulator and the version resolver
-	@mkdir -p $(DEV_DIR)
-	@$(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject version-resolver --roles adapter --adapter version-resolver \
-	  > $(DEV_DIR)/version-resolver.token 2>/dev/null
-	@echo "user token (bin/hyperfleet-api token --roles viewer|user|adapter|admin mints others):" >&2
-	@$(BIN)/hyperfleet-api token --dir $(DEV_ISSUER_DIR) --subject developer --roles user 2>/dev/null
-	$(call run_stack,--token-file $(DEV_DIR)/version-resolver.token,$(DEV_AUTH_FLAGS))
+run: build ## Run the whole system (database, API with dev tokens, kube-apiserver, simulators, adapters), supervised; Ctrl-C stops it
+	$(call dev_up,)
 
 .PHONY: run-no-auth
-run-no-auth: build ## Run the same stack without authentication (every caller is an admin)
-	@echo "WARNING: authentication is OFF — every caller is an admin. Development only." >&2
-	$(call run_stack,,)
+run-no-auth: build ## The same without authentication (every caller is an admin)
+	$(call dev_up,--auth=false)
 
 .PHONY: run-api
-run-api: build ## Run the API alone (embedded PostgreSQL, development tokens)
-	$(BIN)/hyperfleet-api serve --embedded-db $(DEV_AUTH_FLAGS) --required-adapters '$(REQUIRED_ADAPTERS)'
+run-api: build ## Run the API alone (embedded PostgreSQL unless DB_URL, development tokens)
+	$(BIN)/hyperfleet-api serve $(if $(DB_URL),--db-url '$(DB_URL)',--embedded-db $(if $(EMBEDDED_DB_DIR),--embedded-db-dir $(EMBEDDED_DB_DIR)) \
+	  --embedded-db-port $(EMBEDDED_DB_PORT)) --api-server-bindaddress $(API_ADDR) --health-server-bindaddress $(HEALTH_ADDR) \
+	  --metrics-server-bindaddress $(METRICS_ADDR) $(DEV_AUTH_FLAGS) --required-adapters '$(REQUIRED_ADAPTERS)'
 
 # The Kubernetes test binaries (etcd, kube-apiserver) the applier's tests run, built from the Go module proxy into a
 # cache outside the clone: setup-envtest cannot download here. A cold build takes 6–25 min, then it returns at once.
@@ -110,6 +129,12 @@ bench: build ## Load-test a running API (make run's, with a minted token): creat
 	  export HYPERFLEET_TOKEN; \
 	fi; \
 	$(BIN)/hyperfleet-load --url $(BENCH_URL) $(BENCH_FLAGS)
+
+# The API against the same statements run raw through pgbench, on a fresh database of BENCH_PG, in one run
+# (test/bench/limit.sh says what each phase runs; BENCH_CLIENTS, BENCH_CLUSTERS, BENCH_REQUESTS, BENCH_SECONDS).
+.PHONY: bench-limit
+bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per request kind, and its CPU per request
+	BIN=$(BIN) test/bench/limit.sh
 
 .PHONY: generate
 generate: ## Regenerate pkg/api from openapi/openapi.yaml

@@ -1,6 +1,8 @@
 // Command cincinnati-sim serves a simulated Cincinnati (OpenShift update service) graph API for development and
 // tests: fixture graphs from a directory (<channel>_<arch>.json) over a generated release series, with the admin
-// endpoints (/admin/publish, /admin/remove, /admin/fault) for publishing releases and injecting faults.
+// endpoints (/admin/publish, /admin/remove, /admin/fault) for publishing releases and injecting faults. With
+// --state-file, releases published or removed through the admin endpoints survive a restart. Logs are JSON on
+// stderr.
 //
 //	cincinnati-sim --listen 127.0.0.1:9400 --series-minors 4.15,4.16,4.17 --series-patches 12 --fixtures ./fixtures
 package main
@@ -22,10 +24,18 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 )
 
+// version and build are set by the linker (-X) in `make build`.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
 type config struct {
-	listen   string
-	fixtures string
-	series   cincinnatisim.Series
+	listen    string
+	fixtures  string
+	stateFile string
+	logLevel  string
+	series    cincinnatisim.Series
 }
 
 func main() {
@@ -42,18 +52,27 @@ func command() *cobra.Command {
 	cfg := config{series: cincinnatisim.Series{
 		Minors: []string{"4.15", "4.16", "4.17"}, ChannelGroups: []string{"stable", "fast", "candidate", "eus"},
 		Arches: []string{"amd64", "arm64", "multi"}, Patches: 12, Prereleases: true,
-	}}
+	}, logLevel: "info"}
 	cmd := &cobra.Command{
 		Use:           "cincinnati-sim",
 		Short:         "Serve a simulated Cincinnati update graph API for development and tests",
+		Version:       version + " (" + build + ")",
+		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd.Context(), cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return run(cmd.Context(), cfg, logger)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9400", "address to serve on")
+	fs.StringVar(&cfg.stateFile, "state-file", "", "journal of the releases published and removed through /admin, replayed at start (empty: forget them on exit)")
+	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug (logs every graph request), info, warn or error")
 	fs.StringVar(&cfg.fixtures, "fixtures", "", "directory of <channel>_<arch>.json graphs; they replace generated graphs of the same channel and arch")
 	fs.StringSliceVar(&cfg.series.Minors, "series-minors", cfg.series.Minors, "minors of the generated series (empty: no series)")
 	fs.StringSliceVar(&cfg.series.ChannelGroups, "series-groups", cfg.series.ChannelGroups, "channel groups of the generated series")
@@ -65,7 +84,7 @@ func command() *cobra.Command {
 
 // run builds the simulator and serves it on cfg.listen until ctx is done.
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {
-	sim, err := build(cfg, logger)
+	sim, err := newSimulator(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -73,13 +92,23 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "channels", len(sim.Channels()))
+	logger.Info("serving", "addr", ln.Addr().String(), "version", version, "channels", len(sim.Channels()),
+		"state_file", cfg.stateFile)
 	return serve(ctx, ln, sim.Handler(), logger)
 }
 
-// build creates the simulator with the series, then the fixtures on top.
-func build(cfg config, logger *slog.Logger) (*cincinnatisim.Simulator, error) {
-	sim := cincinnatisim.New(cincinnatisim.WithLogger(logger), cincinnatisim.WithAdmin())
+// newSimulator creates the simulator with the series, then the fixtures on top, then the journalled releases.
+func newSimulator(cfg config, logger *slog.Logger) (*cincinnatisim.Simulator, error) {
+	opts := []cincinnatisim.Option{cincinnatisim.WithLogger(logger), cincinnatisim.WithAdmin()}
+	var journal *cincinnatisim.Journal
+	if cfg.stateFile != "" {
+		var err error
+		if journal, err = cincinnatisim.OpenJournal(cfg.stateFile); err != nil {
+			return nil, fmt.Errorf("--state-file: %w", err)
+		}
+		opts = append(opts, cincinnatisim.WithJournal(journal))
+	}
+	sim := cincinnatisim.New(opts...)
 	if len(cfg.series.Minors) > 0 {
 		if err := sim.AddSeries(cfg.series); err != nil {
 			return nil, err
@@ -88,6 +117,14 @@ func build(cfg config, logger *slog.Logger) (*cincinnatisim.Simulator, error) {
 	if cfg.fixtures != "" {
 		if err := sim.LoadFixtures(cfg.fixtures); err != nil {
 			return nil, err
+		}
+	}
+	if journal != nil {
+		if err := journal.Replay(sim); err != nil {
+			return nil, fmt.Errorf("--state-file: %w", err)
+		}
+		if n := len(journal.Entries()); n > 0 {
+			logger.Info("replayed journal", "path", cfg.stateFile, "entries", n)
 		}
 	}
 	return sim, nil

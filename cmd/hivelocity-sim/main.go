@@ -1,6 +1,7 @@
 // Command hivelocity-sim serves a simulated Hivelocity API (the subset the Hivelocity provisioner uses, see package
 // hivelocitysim) for development and tests, with its admin endpoints under /_sim/ for seeding devices, reading the
-// request log and injecting faults.
+// request log and injecting faults. With --state-file, its devices (tags, reloads in flight), catalogue and SSH keys
+// survive a restart; seeding happens only when the file does not exist yet.
 //
 //	hivelocity-sim --listen 127.0.0.1:9500 --seed-demo --time-scale 100
 //	curl -H 'X-API-KEY: dev' http://127.0.0.1:9500/bare-metal-devices/
@@ -47,6 +48,7 @@ type config struct {
 	rateLimit         hivelocitysim.RateLimit
 	rateLimitReset    string
 	seedFile          string
+	stateFile         string
 	seedDemo          bool
 	logLevel          string
 	logOutput         io.Writer
@@ -99,6 +101,7 @@ func command() *cobra.Command {
 	fs.DurationVar(&cfg.rateLimit.Window, "rate-limit-window", cfg.rateLimit.Window, "length of a rate-limit window")
 	fs.StringVar(&cfg.rateLimitReset, "rate-limit-reset", "seconds", "X-RateLimit-Reset as documented, seconds until the window ends (\"seconds\"), or its Unix time (\"unix\")")
 	fs.StringVar(&cfg.seedFile, "seed-file", "", "JSON list of devices to seed")
+	fs.StringVar(&cfg.stateFile, "state-file", "", "file the simulator's devices, catalogue and SSH keys are saved in after every change and restored from at start, instead of seeding (empty: nothing is kept)")
 	fs.BoolVar(&cfg.seedDemo, "seed-demo", false, "seed a dozen spare devices in LAX2 and NYC1 (types hvControlPlane and hvWorker) and the SSH key hyperfleet-dev")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug (logs every API request), info, warn or error")
 	return cmd
@@ -115,6 +118,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	handler := sim.Handler()
+	if cfg.stateFile != "" {
+		file := hivelocitysim.NewStateFile(cfg.stateFile, sim)
+		if err := file.Save(); err != nil {
+			return fmt.Errorf("--state-file: %w", err)
+		}
+		handler = file.Handler(handler)
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -128,14 +139,15 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.apiKeyFile != "" {
 		wg.Go(func() { watchKeys(ctx, cfg.clock, cfg.apiKeyFile, cfg.apiKeyInterval, keyFile, sim, logger) })
 	}
-	err = serve(ctx, ln, sim.Handler(), cfg, logger)
+	err = serve(ctx, ln, handler, cfg, logger)
 	cancel()
 	wg.Wait()
 	return err
 }
 
-// newSimulator checks cfg and creates the simulator with its keys and seed devices. It returns the key file's content
-// as read, so that the watcher notices only later changes.
+// newSimulator checks cfg and creates the simulator with its keys, and with the state of --state-file if there is
+// one, else with its seed devices. It returns the key file's content as read, so that the watcher notices only
+// later changes.
 func newSimulator(cfg config, logger *slog.Logger) (*hivelocitysim.Simulator, []byte, error) {
 	if cfg.timeScale <= 0 {
 		return nil, nil, fmt.Errorf("--time-scale %v: must be positive", cfg.timeScale)
@@ -169,6 +181,19 @@ func newSimulator(cfg config, logger *slog.Logger) (*hivelocitysim.Simulator, []
 		RateLimit: rate,
 		Logger:    logger,
 	})
+	if cfg.stateFile != "" {
+		st, err := hivelocitysim.LoadState(cfg.stateFile)
+		switch {
+		case err == nil:
+			if err := sim.Restore(st); err != nil {
+				return nil, nil, fmt.Errorf("--state-file %s: %w", cfg.stateFile, err)
+			}
+			logger.Info("state restored; seeding skipped", "path", cfg.stateFile, "devices", len(st.Devices))
+			return sim, keyFile, nil
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, nil, fmt.Errorf("--state-file: %w", err)
+		}
+	}
 	if cfg.seedDemo {
 		if err := sim.Seed(hivelocitysim.DemoDevices()...); err != nil {
 			return nil, nil, err

@@ -241,3 +241,76 @@ func TestWatchKeysFollowsTheKeyFile(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestStateFileSurvivesRestart runs the command twice on one state file: the first run seeds the demo fleet and
+// takes a device; the second finds the device still taken and does not seed again.
+func TestStateFileSurvivesRestart(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "dev", "hivelocity.json")
+	start := func() (base string, stop func() []string) {
+		cmd := command()
+		cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--seed-demo", "--state-file", state})
+		pr, pw := io.Pipe()
+		cmd.SetErr(pw)
+		logs := readLogs(pr)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- cmd.ExecuteContext(ctx) }()
+		select {
+		case addr := <-logs.addr:
+			base = "http://" + addr
+		case err := <-done:
+			cancel()
+			t.Fatalf("command ended before serving: %v", err)
+		}
+		return base, func() []string {
+			cancel()
+			require.NoError(t, <-done)
+			require.NoError(t, pw.Close())
+			<-logs.done
+			return logs.messages()
+		}
+	}
+	tagsOf := func(base string, id int32) []string {
+		d := adminDevice(t, base, id)
+		return d.Tags
+	}
+
+	base, stop := start()
+	req, err := http.NewRequest(http.MethodPut, base+"/device/1001/tags", strings.NewReader(`{"tags":["caphv-use=allow","owner=demo"]}`))
+	require.NoError(t, err)
+	req.Header.Set(hivelocitysim.HeaderAPIKey, defaultAPIKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	first := stop()
+	require.Contains(t, first, "devices seeded")
+
+	base, stop = start()
+	require.Equal(t, []string{"caphv-use=allow", "owner=demo"}, tagsOf(base, 1001))
+	require.Len(t, adminDevices(t, base), 12)
+	second := stop()
+	require.Contains(t, second, "state restored; seeding skipped")
+	require.NotContains(t, second, "devices seeded")
+}
+
+func adminDevices(tb testing.TB, base string) []hivelocitysim.DeviceState {
+	tb.Helper()
+	resp, err := http.Get(base + "/_sim/devices")
+	require.NoError(tb, err)
+	defer func() { _ = resp.Body.Close() }()
+	var out []hivelocitysim.DeviceState
+	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
+func adminDevice(tb testing.TB, base string, id int32) hivelocitysim.DeviceState {
+	tb.Helper()
+	for _, d := range adminDevices(tb, base) {
+		if d.ID == id {
+			return d
+		}
+	}
+	tb.Fatalf("no device %d", id)
+	return hivelocitysim.DeviceState{}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,8 +28,11 @@ import (
 type kubeConfig struct {
 	assets     string // etcd and kube-apiserver, as `make k8s-assets` builds them
 	dataDir    string // etcd's data, kept between runs
+	certDir    string // kube-apiserver's certificates, made afresh on every start
 	kubeconfig string // written for the processes that talk to this kube-apiserver
 	namespace  string
+	listen     string // kube-apiserver's secure address; port 0 picks a free one
+	etcdListen string // etcd's client address; port 0 picks a free one
 }
 
 func devCacheDir() string {
@@ -46,8 +51,11 @@ func kubeCommand() *cobra.Command {
 	cfg := kubeConfig{
 		assets:     filepath.Join(devCacheDir(), "k8s", "1.37.2"),
 		dataDir:    filepath.Join(devCacheDir(), "dev", "etcd"),
+		certDir:    filepath.Join(devCacheDir(), "dev", "kube-certs"),
 		kubeconfig: filepath.Join(devCacheDir(), "dev", "kubeconfig"),
 		namespace:  "clusters",
+		listen:     "127.0.0.1:0",
+		etcdListen: "127.0.0.1:0",
 	}
 	if v := os.Getenv("KUBEBUILDER_ASSETS"); v != "" {
 		cfg.assets = v
@@ -57,7 +65,9 @@ func kubeCommand() *cobra.Command {
 		Short: "Run a local kube-apiserver with HyperShift's CRDs until interrupted",
 		Long: `Runs etcd and kube-apiserver from the binaries 'make k8s-assets' builds, installs HyperShift's HostedCluster and
 NodePool CRDs and the namespace for HostedClusters, writes a kubeconfig for them, and runs until interrupted.
-etcd keeps its data between runs. No HyperShift operator runs: start hypershift-sim against the kubeconfig.`,
+etcd keeps its data between runs; the certificates, and so the kubeconfig, are new on every start. An etcd or
+kube-apiserver left running on the same directories by a run that was killed is stopped first. No HyperShift
+operator runs: start hypershift-sim against the kubeconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -67,8 +77,11 @@ etcd keeps its data between runs. No HyperShift operator runs: start hypershift-
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.assets, "assets", cfg.assets, "directory with etcd and kube-apiserver (make k8s-assets; $KUBEBUILDER_ASSETS)")
 	fs.StringVar(&cfg.dataDir, "data-dir", cfg.dataDir, "etcd's data directory, kept between runs")
+	fs.StringVar(&cfg.certDir, "cert-dir", cfg.certDir, "kube-apiserver's certificate directory, emptied on every start")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig-out", cfg.kubeconfig, "where to write the kubeconfig of this kube-apiserver")
 	fs.StringVar(&cfg.namespace, "namespace", cfg.namespace, "namespace to create for HostedClusters")
+	fs.StringVar(&cfg.listen, "listen", cfg.listen, "kube-apiserver's (HTTPS) address; port 0 picks a free one")
+	fs.StringVar(&cfg.etcdListen, "etcd-listen", cfg.etcdListen, "etcd's client address; port 0 picks a free one")
 	return cmd
 }
 
@@ -78,14 +91,32 @@ func runKube(ctx context.Context, cfg kubeConfig, log *slog.Logger) error {
 			return fmt.Errorf("no %s in %s: build the Kubernetes binaries first with `make k8s-assets` (once; 6–25 min cold)", bin, cfg.assets)
 		}
 	}
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return fmt.Errorf("etcd data dir: %w", err)
+	dataDir, certDir, err := prepareKubeDirs(cfg)
+	if err != nil {
+		return err
+	}
+	if n := stopLeftovers(dataDir, certDir, log); n > 0 {
+		log.Warn("stopped an etcd or kube-apiserver left running by an earlier run", "processes", n)
+	}
+	if err := os.RemoveAll(certDir); err != nil {
+		return fmt.Errorf("kube-apiserver cert dir: %w", err)
+	}
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return fmt.Errorf("kube-apiserver cert dir: %w", err)
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest's start-up notes; failures come back as errors
 	started := time.Now()
 	env := &envtest.Environment{BinaryAssetsDirectory: cfg.assets, ControlPlaneStartTimeout: 2 * time.Minute}
-	env.ControlPlane.GetAPIServer().Path = filepath.Join(cfg.assets, "kube-apiserver")
-	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(cfg.assets, "etcd"), DataDir: cfg.dataDir}
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.Path = filepath.Join(cfg.assets, "kube-apiserver")
+	apiServer.CertDir = certDir
+	if host, port, ok := fixedAddress(cfg.listen); ok {
+		apiServer.Address, apiServer.Port = host, port // of its secure listener, the only one
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(cfg.assets, "etcd"), DataDir: dataDir}
+	if host, port, ok := fixedAddress(cfg.etcdListen); ok {
+		env.ControlPlane.Etcd.URL = &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
+	}
 	rc, err := env.Start()
 	if err != nil {
 		return fmt.Errorf("start etcd and kube-apiserver: %w", err)

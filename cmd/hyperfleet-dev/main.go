@@ -1,6 +1,9 @@
-// Command hyperfleet-dev runs development infrastructure for HyperFleet on one machine.
+// Command hyperfleet-dev runs HyperFleet, and the infrastructure it needs, on one machine for development.
 //
-//	hyperfleet-dev kube     a local kube-apiserver with HyperShift's CRDs, for hostedcluster-applier and hypershift-sim
+//	hyperfleet-dev up        the whole system, supervised: database, API, kube-apiserver, simulators, adapters
+//	hyperfleet-dev publish   a new OpenShift release in the Cincinnati simulator
+//	hyperfleet-dev kube      a local kube-apiserver with HyperShift's CRDs, for hostedcluster-applier and hypershift-sim
+//	hyperfleet-dev db        the private development PostgreSQL
 package main
 
 import (
@@ -37,6 +40,6 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(kubeCommand())
+	root.AddCommand(upCommand(), publishCommand(), kubeCommand(), dbCommand())
 	return root
 }

@@ -1,9 +1,10 @@
 // Command hypershift-sim stands in for the HyperShift operator on a cluster that has the HyperShift CRDs but no
 // HyperShift, for development and end-to-end tests: it adds HyperShift's finalizer to HostedClusters, reports
 // each release image as a rollout that completes after --delay (Available, version history, API endpoint,
-// kubeconfig), and lets deleted HostedClusters go after --deletion-delay. Logs are JSON on stderr.
+// kubeconfig), and lets deleted HostedClusters go after --deletion-delay. Logs are JSON on stderr. With
+// --health-bind-address it serves /healthz (the process runs) and /readyz (HostedClusters listed and simulated).
 //
-//	hypershift-sim --kubeconfig ~/.kube/config --namespace clusters --delay 5s
+//	hypershift-sim --kubeconfig ~/.kube/config --namespace clusters --delay 5s --health-bind-address 127.0.0.1:9600
 package main
 
 import (
@@ -12,12 +13,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -39,6 +43,7 @@ type config struct {
 	version       string
 	createSecrets bool
 	logLevel      string
+	healthAddr    string
 	// stderr receives the JSON logs.
 	stderr io.Writer
 }
@@ -82,6 +87,7 @@ func command(runFn func(context.Context, config) error) *cobra.Command {
 	fs.StringVar(&cfg.version, "fallback-version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests) when no hyperfleet.io/release-version annotation does")
 	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
 	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.healthAddr, "health-bind-address", "", "address of /healthz and /readyz (empty: none)")
 	return cmd
 }
 
@@ -103,15 +109,55 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("client: %w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(cfg.stderr, &slog.HandlerOptions{Level: level}))
-	logger.Info("connecting", "server", restCfg.Host)
-	return hypershiftsim.New(client, hypershiftsim.Options{
+	logger.Info("connecting", "server", restCfg.Host, "version", version)
+	sim := hypershiftsim.New(client, hypershiftsim.Options{
 		Namespace:     cfg.namespace,
 		Delay:         cfg.delay,
 		DeletionDelay: cfg.deletionDelay,
 		Version:       cfg.version,
 		CreateSecrets: cfg.createSecrets,
 		Logger:        logger,
-	}).Run(ctx)
+	})
+	if cfg.healthAddr == "" {
+		return sim.Run(ctx)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.healthAddr)
+	if err != nil {
+		return fmt.Errorf("--health-bind-address: %w", err)
+	}
+	logger.Info("serving health", "addr", ln.Addr().String())
+	g, ctx := errgroup.WithContext(ctx)
+	srv := &http.Server{Handler: healthHandler(sim), ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("health listener: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		err := sim.Run(ctx)
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return errors.Join(err, srv.Shutdown(shutdownCtx))
+	})
+	return g.Wait()
+}
+
+// readiness is what /readyz asks of the simulator.
+type readiness interface{ Ready() bool }
+
+// healthHandler answers /healthz while the process serves and /readyz once the simulator works on HostedClusters.
+func healthHandler(r readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !r.Ready() {
+			http.Error(w, "not simulating yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
 }
 
 // restConfig loads the file at path if given; else the file $KUBECONFIG names; else the in-cluster config when

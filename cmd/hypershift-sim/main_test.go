@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,8 +35,10 @@ func TestCommandFlags(t *testing.T) {
 		{"all flags", []string{
 			"--kubeconfig", "/k", "--namespace", "clusters", "--delay", "0", "--deletion-delay", "1m",
 			"--fallback-version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
+			"--health-bind-address", "127.0.0.1:9600",
 		}, config{
 			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0", logLevel: "debug",
+			healthAddr: "127.0.0.1:9600",
 		}, false},
 		{"positional arguments", []string{"extra"}, config{}, true},
 		{"bad duration", []string{"--delay", "soon"}, config{}, true},
@@ -86,9 +91,21 @@ func TestRun(t *testing.T) {
 	go func() {
 		done <- run(ctx, config{
 			kubeconfig: env.WriteKubeconfig(t), namespace: ns, version: hypershiftsim.DefaultVersion,
-			createSecrets: true, logLevel: "info", stderr: logs,
+			createSecrets: true, logLevel: "info", stderr: logs, healthAddr: "127.0.0.1:0",
 		})
 	}()
+	var health string
+	waitFor(t, "the health listener", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving health" {
+				health = "http://" + rec.Addr
+			}
+		}
+		return health != ""
+	})
+	waitFor(t, "/readyz to answer 200", func() bool { return httpStatus(t, health+"/readyz") == http.StatusOK })
+	require.Equal(t, http.StatusOK, httpStatus(t, health+"/healthz"))
 
 	hcs := env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(ns)
 	_, err := hcs.Create(context.Background(), kubeenv.HostedCluster(ns, "hc",
@@ -125,6 +142,48 @@ func TestRun(t *testing.T) {
 		require.True(t, strings.HasPrefix(line, "{"), "not a JSON log line: %s", line)
 	}
 }
+
+func httpStatus(tb testing.TB, url string) int {
+	tb.Helper()
+	resp, err := http.Get(url) //nolint:gosec,noctx // a loopback URL the test built
+	require.NoError(tb, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestVersion(t *testing.T) {
+	cmd := command(func(context.Context, config) error { return nil })
+	cmd.SetArgs([]string{"--version"})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	require.NoError(t, cmd.Execute())
+	require.Equal(t, "hypershift-sim version dev (unknown)\n", out.String())
+}
+
+func TestHealthHandler(t *testing.T) {
+	tests := []struct {
+		name   string
+		ready  bool
+		path   string
+		status int
+	}{
+		{"alive while starting", false, "/healthz", http.StatusOK},
+		{"not ready while starting", false, "/readyz", http.StatusServiceUnavailable},
+		{"ready once simulating", true, "/readyz", http.StatusOK},
+		{"unknown path", true, "/metrics", http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			healthHandler(fixedReadiness(tt.ready)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, http.NoBody))
+			require.Equal(t, tt.status, rec.Code)
+		})
+	}
+}
+
+type fixedReadiness bool
+
+func (f fixedReadiness) Ready() bool { return bool(f) }
 
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()

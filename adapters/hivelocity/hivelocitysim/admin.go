@@ -13,8 +13,13 @@ import (
 // AdminPrefix is the path prefix of the admin endpoints.
 const AdminPrefix = "/_sim/"
 
+// HealthPath answers 200 while the simulator serves, without an API key; supervisors probe it.
+const HealthPath = AdminPrefix + "healthz"
+
 // AdminHandler returns the admin endpoints (JSON in and out, no API key, not logged, no rate limit):
 //
+//	GET    /_sim/healthz                 → {"status": "ok"} while the simulator serves
+//	GET    /_sim/state                   → State (Snapshot)
 //	GET    /_sim/devices                 → []DeviceState (Devices)
 //	POST   /_sim/devices   []Device      → 204 (Seed)
 //	GET    /_sim/devices/{id}            → DeviceState, or 404 (Device)
@@ -33,6 +38,12 @@ const AdminPrefix = "/_sim/"
 // Durations in JSON are Go duration strings ("90s"). Invalid requests get 400 with {"code", "message"}.
 func (s *Simulator) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+		adminJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /_sim/state", func(w http.ResponseWriter, _ *http.Request) {
+		adminJSON(w, http.StatusOK, s.Snapshot())
+	})
 	mux.HandleFunc("GET /_sim/devices", func(w http.ResponseWriter, _ *http.Request) {
 		adminJSON(w, http.StatusOK, s.Devices())
 	})

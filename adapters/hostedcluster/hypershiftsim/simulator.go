@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -98,6 +99,8 @@ type Options struct {
 type Simulator struct {
 	client dynamic.Interface
 	opts   Options
+	// ready is true while a Run has its cache synced and its workers running.
+	ready atomic.Bool
 }
 
 // New returns a simulator that works through client with opts. It does nothing until Run.
@@ -151,6 +154,8 @@ func (s *Simulator) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		return nil // ctx ended before the first list arrived
 	}
+	s.ready.Store(true)
+	defer s.ready.Store(false)
 	s.opts.Logger.Info("simulating HyperShift", "namespace", s.opts.Namespace, "delay", s.opts.Delay.String(),
 		"deletion_delay", s.opts.DeletionDelay.String(), "create_secrets", s.opts.CreateSecrets)
 
@@ -167,6 +172,9 @@ func (s *Simulator) Run(ctx context.Context) error {
 	s.opts.Logger.Info("stopped")
 	return nil
 }
+
+// Ready reports whether a Run has listed the HostedClusters and is simulating HyperShift for them.
+func (s *Simulator) Ready() bool { return s.ready.Load() }
 
 // controller is the state of one Run.
 type controller struct {

@@ -20,15 +20,29 @@ type FaultRequest struct {
 	Count     int       `json:"count,omitempty"`
 }
 
+// record journals an admin change when the simulator keeps a journal. A change it cannot journal is still
+// served, but answered 500 so that the caller knows a restart would lose it.
+func (s *Simulator) record(w http.ResponseWriter, op string, req PublishRequest) bool {
+	if s.journal == nil {
+		return true
+	}
+	if err := s.journal.Record(JournalEntry{Op: op, PublishRequest: req}); err != nil {
+		s.logger.Error("journal write failed", "op", op, "version", req.Version, "error", err)
+		writeJSON(w, http.StatusInternalServerError, errorBody{KindUpstreamFetch, "served, but not journalled: " + err.Error()})
+		return false
+	}
+	return true
+}
+
 // AdminHandler returns the admin endpoints, for the binary and for tests that drive the simulator over HTTP:
 //
-//	POST   /admin/publish  PublishRequest → 204 (Publish)
-//	POST   /admin/remove   PublishRequest → 204, or 404 if the release was absent (Remove)
+//	POST   /admin/publish  PublishRequest → 204 (Publish; journalled WithJournal)
+//	POST   /admin/remove   PublishRequest → 204, or 404 if the release was absent (Remove; journalled WithJournal)
 //	POST   /admin/fault    FaultRequest   → 204 (SetFault)
 //	DELETE /admin/fault                   → 204 (ClearFaults)
 //	GET    /admin/requests                → {"requests": n} (Requests)
 //
-// Invalid bodies get 400 with a {kind,value} body.
+// Invalid bodies get 400 with a {kind,value} body; a change the journal could not record gets 500 (it is served).
 func (s *Simulator) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /admin/publish", func(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +53,9 @@ func (s *Simulator) AdminHandler() http.Handler {
 		}
 		if err := s.Publish(req.Channel, req.Arch, req.Version, req.Payload); err != nil {
 			writeJSON(w, http.StatusBadRequest, errorBody{KindInvalidParams, err.Error()})
+			return
+		}
+		if !s.record(w, OpPublish, req) {
 			return
 		}
 		s.logger.Info("published release", "channel", req.Channel, "arch", req.Arch, "version", req.Version)
@@ -52,6 +69,9 @@ func (s *Simulator) AdminHandler() http.Handler {
 		}
 		if !s.Remove(req.Channel, req.Arch, req.Version) {
 			writeJSON(w, http.StatusNotFound, errorBody{KindInvalidParams, "release not found"})
+			return
+		}
+		if !s.record(w, OpRemove, req) {
 			return
 		}
 		s.logger.Info("removed release", "channel", req.Channel, "arch", req.Arch, "version", req.Version)

@@ -36,8 +36,9 @@ type graphKey struct{ channel, arch string }
 // Simulator is an in-process Cincinnati. Build it with New, fill it with AddSeries, LoadFixtures or Publish, and
 // serve Handler (or call Start).
 type Simulator struct {
-	logger *slog.Logger
-	admin  bool
+	logger  *slog.Logger
+	admin   bool
+	journal *Journal
 
 	mu     sync.RWMutex
 	graphs map[graphKey]*Graph
@@ -59,6 +60,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Simulator) { s.logger = 
 
 // WithAdmin mounts the admin endpoints (see AdminHandler) on Handler.
 func WithAdmin() Option { return func(s *Simulator) { s.admin = true } }
+
+// WithJournal records every release published or removed through the admin endpoints in j. The caller replays j
+// (Journal.Replay) after adding series and fixtures.
+func WithJournal(j *Journal) Option { return func(s *Simulator) { s.journal = j } }
 
 // WithGraph serves g on channel and arch. The graph is copied and served as given, even if its edges are out of range,
 // so a test can feed a client a malformed graph.
@@ -213,10 +218,14 @@ func (s *Simulator) Channels() []string {
 // Requests returns the number of graph requests received so far, including failed and faulted ones.
 func (s *Simulator) Requests() int { return int(s.requests.Load()) }
 
-// Handler returns the HTTP handler: the graph endpoint and, with WithAdmin, the admin endpoints.
+// HealthPath answers 200 while the simulator serves; supervisors probe it.
+const HealthPath = "/healthz"
+
+// Handler returns the HTTP handler: the graph endpoint, HealthPath and, with WithAdmin, the admin endpoints.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(GraphPath, s.serveGraph)
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if s.admin {
 		mux.Handle("/admin/", s.AdminHandler())
 	}

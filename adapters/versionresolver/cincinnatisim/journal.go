@@ -1,0 +1,121 @@
+package cincinnatisim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ErrInvalidJournal is wrapped by OpenJournal when the file holds something other than a journal.
+var ErrInvalidJournal = errors.New("cincinnatisim: invalid journal")
+
+// Journal operations.
+const (
+	OpPublish = "publish"
+	OpRemove  = "remove"
+)
+
+// JournalEntry is one release published or removed through the admin endpoints.
+type JournalEntry struct {
+	Op string `json:"op"`
+	PublishRequest
+}
+
+// Journal keeps the releases published and removed through the admin endpoints in a file, so that a simulator
+// restarted on the same journal serves the graphs it served before: a version resolver that already resolved a
+// published release must not see it vanish (it would report RemovedFromGraph). Generated series and fixtures are
+// not journalled, since the simulator's flags rebuild them. It is safe for concurrent use.
+type Journal struct {
+	path string
+
+	mu      sync.Mutex
+	entries []JournalEntry
+}
+
+// OpenJournal reads the journal at path, or starts an empty one if the file does not exist yet (it is written on
+// the first Record). It returns an error wrapping ErrInvalidJournal if the file cannot be parsed.
+func OpenJournal(path string) (*Journal, error) {
+	j := &Journal{path: path}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cincinnatisim: journal: %w", err)
+	}
+	if err := json.Unmarshal(data, &j.entries); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidJournal, path, err)
+	}
+	for i, e := range j.entries {
+		if e.Op != OpPublish && e.Op != OpRemove {
+			return nil, fmt.Errorf("%w: %s: entry %d has op %q, want %s or %s", ErrInvalidJournal, path, i, e.Op, OpPublish, OpRemove)
+		}
+	}
+	return j, nil
+}
+
+// Entries returns a copy of the journal's entries, oldest first.
+func (j *Journal) Entries() []JournalEntry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]JournalEntry(nil), j.entries...)
+}
+
+// Replay applies the journal's entries to s in order. A removal of a release s does not hold is not an error: the
+// series it removed the release from may have changed since.
+func (j *Journal) Replay(s *Simulator) error {
+	for _, e := range j.Entries() {
+		if e.Op == OpRemove {
+			s.Remove(e.Channel, e.Arch, e.Version)
+			continue
+		}
+		if err := s.Publish(e.Channel, e.Arch, e.Version, e.Payload); err != nil {
+			return fmt.Errorf("replaying %s: %w", j.path, err)
+		}
+	}
+	return nil
+}
+
+// Record appends e and rewrites the file (a new file renamed over the old one, so that a crash leaves either).
+// On error the entry is not kept.
+func (j *Journal) Record(e JournalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	entries := append(append([]JournalEntry(nil), j.entries...), e)
+	data, err := json.MarshalIndent(entries, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cincinnatisim: journal: %w", err)
+	}
+	if err := writeFileAtomic(j.path, append(data, '\n')); err != nil {
+		return fmt.Errorf("cincinnatisim: journal: %w", err)
+	}
+	j.entries = entries
+	return nil
+}
+
+// writeFileAtomic replaces path with data through a temporary file in the same directory.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/harness"
+)
+
+// startAPI serves a fresh database on loopback until the test ends and returns a client for it.
+func startAPI(t *testing.T) *api.ClientWithResponses {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, server.Config{
+		Env:            server.EnvIntegrationTesting,
+		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
+		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
+		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
+		DB:      server.DBConfig{URL: harness.NewDatabase(t), SSLMode: "disable", MaxOpenConns: 5},
+		Version: "test", Build: "test",
+	}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	client, err := api.NewClientWithResponses("http://"+srv.APIAddr(), api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	require.NoError(t, err)
+	return client
+}
+
+// TestSeedIsIdempotent seeds twice, with a change a developer made in between: the second run creates nothing and
+// leaves the change alone.
+func TestSeedIsIdempotent(t *testing.T) {
+	client := startAPI(t)
+	ctx := t.Context()
+	var first bytes.Buffer
+	require.NoError(t, seedDemo(ctx, client, slog.New(slog.NewJSONHandler(&first, nil))))
+	require.Equal(t, 2, strings.Count(first.String(), `"msg":"created"`), first.String())
+
+	tz := "Europe/Berlin"
+	patched, err := client.PatchUpgradeScheduleWithBodyWithResponse(ctx, scheduleID(t, client), nil, "application/merge-patch+json",
+		strings.NewReader(`{"spec": {"timezone": "`+tz+`"}}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, patched.StatusCode(), "%s", patched.Body)
+
+	var second bytes.Buffer
+	require.NoError(t, seedDemo(ctx, client, slog.New(slog.NewJSONHandler(&second, nil))))
+	require.Equal(t, 2, strings.Count(second.String(), `"msg":"exists; left as it is"`), second.String())
+
+	streams, err := client.ListVersionStreamsWithResponse(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, streams.JSON200.Items, 1)
+	require.Equal(t, demoStream, streams.JSON200.Items[0].Name)
+	require.Equal(t, demoStreamVersion, streams.JSON200.Items[0].Spec.TargetVersion)
+	schedules, err := client.ListUpgradeSchedulesWithResponse(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, schedules.JSON200.Items, 1)
+	require.Equal(t, tz, *schedules.JSON200.Items[0].Spec.Timezone)
+}
+
+func scheduleID(t *testing.T, client *api.ClientWithResponses) api.UpgradescheduleId {
+	t.Helper()
+	list, err := client.ListUpgradeSchedulesWithResponse(t.Context(), nil)
+	require.NoError(t, err)
+	require.Len(t, list.JSON200.Items, 1)
+	return list.JSON200.Items[0].Id
+}
+
+// TestDBServesAndStops runs `hyperfleet-dev db` on a fresh data directory until it answers, then stops it.
+func TestDBServesAndStops(t *testing.T) {
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		// As root the server runs as the postgres user, which must be able to traverse t.TempDir's 0700 parent.
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	}
+	cfg := dbConfig{dataDir: filepath.Join(dir, "pg"), port: freePort(t), database: "hyperfleet"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncWriter
+	done := make(chan error, 1)
+	go func() { done <- runDB(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	probe := postgresProbe("postgres://postgres@127.0.0.1:" + strconv.FormatUint(uint64(cfg.port), 10) + "/hyperfleet?sslmode=disable")
+	deadline := time.Now().Add(time.Minute)
+	for probe(ctx) != nil {
+		require.True(t, time.Now().Before(deadline), "no answer within a minute: %s", logs.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Contains(t, logs.String(), `"msg":"database ready"`)
+	cancel()
+	require.NoError(t, <-done)
+	require.Contains(t, logs.String(), `"msg":"embedded postgres stopped"`)
+	require.Error(t, probe(context.Background()))
+}
+
+// syncWriter is a buffer the server's logger and the test may use at once.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func freePort(t *testing.T) uint32 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	return uint32(l.Addr().(*net.TCPAddr).Port) //nolint:gosec // a port fits
+}

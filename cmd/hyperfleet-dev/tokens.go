@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/auth"
+)
+
+// Development tokens carry the issuer and audience `hyperfleet-api token` uses by default, so that tokens minted
+// either way are accepted by the API `up` runs.
+const (
+	devIssuer   = "hyperfleet-dev" //nolint:gosec // an issuer name, not a credential
+	devAudience = "hyperfleet"
+	// adapterTokenTTL is long enough to survive a refresh missed now and then; refreshEvery renews them well before.
+	adapterTokenTTL = 24 * time.Hour
+	refreshEvery    = time.Hour
+	userTokenTTL    = 12 * time.Hour
+	userSubject     = "developer"
+)
+
+// devTokens mints the tokens of a development run: one per adapter in a file it re-reads, and one for the user.
+type devTokens struct {
+	issuer *auth.DevIssuer
+	devDir string
+}
+
+func newDevTokens(issuerDir, devDir string) (*devTokens, error) {
+	issuer, err := auth.LoadOrCreateDevIssuer(issuerDir)
+	if err != nil {
+		return nil, err
+	}
+	return &devTokens{issuer: issuer, devDir: devDir}, nil
+}
+
+// adapters are the adapters that get a token of their own, allowed to report only under their own name.
+func tokenAdapters() []string { return []string{compResolver, compApplier, compProvisioner} }
+
+func (t *devTokens) adapterFile(name string) string { return filepath.Join(t.devDir, name+".token") }
+
+// serveFlags are the flags with which hyperfleet-api accepts the tokens.
+func (t *devTokens) serveFlags() []string {
+	return []string{"--enable-jwt", "--enable-authz", "--jwk-cert-file", t.issuer.JWKSPath(),
+		"--jwt-issuer", devIssuer, "--jwt-audience", devAudience}
+}
+
+// mintAll writes a fresh token for every adapter and for the user (user.token in the dev dir).
+func (t *devTokens) mintAll() error {
+	for _, name := range tokenAdapters() {
+		if err := t.mintAdapter(name); err != nil {
+			return err
+		}
+	}
+	token, err := t.mint(userSubject, userTokenTTL, auth.RoleUser)
+	if err != nil {
+		return err
+	}
+	return writeSecret(filepath.Join(t.devDir, fileUserToken), token)
+}
+
+// mintAdapter writes a fresh token for the adapter; the adapter re-reads its file when it changes.
+func (t *devTokens) mintAdapter(name string) error {
+	token, err := t.issuer.Mint(name, []auth.Role{auth.RoleAdapter}, name, adapterTokenTTL, devIssuer, devAudience)
+	if err != nil {
+		return err
+	}
+	return writeSecret(t.adapterFile(name), token)
+}
+
+func (t *devTokens) mint(subject string, ttl time.Duration, roles ...auth.Role) (string, error) {
+	return t.issuer.Mint(subject, roles, "", ttl, devIssuer, devAudience)
+}
+
+// userToken returns the token mintAll wrote for the user.
+func (t *devTokens) userToken() (string, error) {
+	b, err := os.ReadFile(filepath.Join(t.devDir, fileUserToken))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// writeSecret replaces path with content, readable by the owner only, in one rename: an adapter re-reading its
+// token file never sees half a token.
+func writeSecret(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
