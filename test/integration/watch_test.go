@@ -107,7 +107,9 @@ func openWatch(t testing.TB, base, path string, header http.Header) (*http.Respo
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// A server that never answers fails the test here rather than hanging it.
+	client := &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 30 * time.Second}}
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	return resp, cancel
 }
