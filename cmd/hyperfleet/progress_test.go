@@ -83,6 +83,10 @@ func TestStatusesAndWait(t *testing.T) {
 		r := w.finish(t)
 		require.Equal(t, exitOK, r.code, "stderr: %s", r.err)
 		require.Equal(t, "cluster/demo deleted\n", r.out)
+
+		// Waiting for a deletion that already happened is met at once (a script run again), not "not found".
+		require.Equal(t, "cluster/demo deleted\n", c.ok(t, "wait", "cluster", "demo", "--for=delete"))
+		require.Contains(t, c.fails(t, exitError, "wait", "cluster", "demo", "--for=phase=Ready"), "not found")
 	})
 
 	t.Run("usage", func(t *testing.T) {

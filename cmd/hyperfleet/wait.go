@@ -69,6 +69,12 @@ func (a *app) wait(ctx context.Context, o *waitOptions, args []string) error {
 		return err
 	}
 	obj, err := c.resolve(ctx, k, o.cluster, names[0], true)
+	var missing *notFoundError
+	if cond.deleted && errors.As(err, &missing) {
+		// Gone before the wait began (a fast delete, or a script run twice): what --for=delete waits for.
+		_, err := fmt.Fprintf(a.stdout, "%s/%s deleted\n", k.name, names[0])
+		return err
+	}
 	if err != nil {
 		return err
 	}
