@@ -53,6 +53,8 @@ type row struct {
 	UpdatedBy     string
 	DeletedTime   *time.Time
 	DeletedBy     *string
+	// Reports is set by LockReports only: the resource's reports as one JSON array.
+	Reports []byte
 }
 
 const rootColumns = "id, name, labels, spec, generation, version, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"

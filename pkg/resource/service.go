@@ -67,6 +67,13 @@ type Tx interface {
 	Statuses(ids []string) (map[string][]AdapterStatus, error)
 	// PutStatus inserts or replaces the report of st.Adapter about r.
 	PutStatus(d *Descriptor, r *Resource, st *AdapterStatus) error
+	// LockReports locks the resource (CodeNotFound, also when parentID is set and is not its parent) and the
+	// reports about it, and returns both as they are once locked: one round trip for a status write's reads.
+	LockReports(d *Descriptor, parentID, id string) (*Resource, []AdapterStatus, error)
+	// WriteReport stores st, the report of st.Adapter about r, unless the stored one is newer (then CodeStatusStale
+	// and nothing is written), and with save also saves r as Save does with event: one round trip for a status
+	// write's writes.
+	WriteReport(d *Descriptor, r *Resource, st *AdapterStatus, save bool, event EventType) error
 	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each.
 	Remove(d *Descriptor, id string) error
 }

@@ -77,8 +77,10 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 	rep.ObservedTime = rep.ObservedTime.UTC().Truncate(time.Microsecond)
 	var out *AdapterStatus
 	var created bool
+	// Two statements: one reads what the write depends on under the resource's lock, one writes the report and,
+	// when the aggregate changed, the resource. A report that only confirms (a heartbeat) writes one row.
 	err := s.store.InTx(ctx, func(tx Tx) error {
-		r, err := tx.Lock(d, parentID, id)
+		r, reports, err := tx.LockReports(d, parentID, id)
 		if err != nil {
 			return err
 		}
@@ -86,11 +88,6 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 			return &Error{Code: CodeUnprocessable, Message: fmt.Sprintf("observed_generation %d is ahead of the %s's generation %d", rep.ObservedGeneration, d.Kind, r.Generation),
 				Fields: []FieldError{{Field: "observed_generation", Message: fmt.Sprintf("must be at most %d", r.Generation)}}}
 		}
-		all, err := tx.Statuses([]string{r.ID})
-		if err != nil {
-			return err
-		}
-		reports := all[r.ID]
 		var stored *AdapterStatus
 		for i := range reports {
 			if reports[i].Adapter == rep.Adapter {
@@ -113,9 +110,6 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		st.ObservedGeneration, st.ObservedTime, st.LastReportTime = rep.ObservedGeneration, rep.ObservedTime, now
 		st.Conditions = mergeConditions(rep.Conditions, previous, rep.ObservedGeneration, now)
 		st.Data, st.Metadata = orEmptyObject(rep.Data), orEmptyObject(rep.Metadata)
-		if err := tx.PutStatus(d, r, st); err != nil {
-			return err
-		}
 		out = st
 		if stored != nil {
 			*stored = *st
@@ -128,9 +122,9 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
 		if changed {
 			r.Status = status
-			if err := tx.Save(d, r, EventStatus); err != nil {
-				return err
-			}
+		}
+		if err := tx.WriteReport(d, r, st, changed, EventStatus); err != nil {
+			return err
 		}
 		_, err = s.removeIfDone(tx, d, r, finalized, nil)
 		return err
