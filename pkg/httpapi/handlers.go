@@ -36,22 +36,22 @@ const (
 
 // resourceJSON is the wire form of every kind (the openapi ResourceMeta plus spec and owner_references).
 type resourceJSON struct {
-	ID              string            `json:"id"`
-	Kind            string            `json:"kind"`
-	Name            string            `json:"name"`
-	Href            string            `json:"href"`
-	Labels          map[string]string `json:"labels"`
-	Spec            json.RawMessage   `json:"spec"`
-	Generation      int64             `json:"generation"`
-	ResourceVersion string            `json:"resource_version"`
-	OwnerReferences *ownerJSON        `json:"owner_references,omitempty"`
-	Status          statusJSON        `json:"status"`
-	CreatedTime     time.Time         `json:"created_time"`
-	UpdatedTime     time.Time         `json:"updated_time"`
-	CreatedBy       string            `json:"created_by"`
-	UpdatedBy       string            `json:"updated_by"`
-	DeletedTime     *time.Time        `json:"deleted_time,omitempty"`
-	DeletedBy       string            `json:"deleted_by,omitempty"`
+	ID              string          `json:"id"`
+	Kind            string          `json:"kind"`
+	Name            string          `json:"name"`
+	Href            string          `json:"href"`
+	Labels          json.RawMessage `json:"labels"`
+	Spec            json.RawMessage `json:"spec"`
+	Generation      int64           `json:"generation"`
+	ResourceVersion string          `json:"resource_version"`
+	OwnerReferences *ownerJSON      `json:"owner_references,omitempty"`
+	Status          statusJSON      `json:"status"`
+	CreatedTime     time.Time       `json:"created_time"`
+	UpdatedTime     time.Time       `json:"updated_time"`
+	CreatedBy       string          `json:"created_by"`
+	UpdatedBy       string          `json:"updated_by"`
+	DeletedTime     *time.Time      `json:"deleted_time,omitempty"`
+	DeletedBy       string          `json:"deleted_by,omitempty"`
 }
 
 type ownerJSON struct {
@@ -116,15 +116,20 @@ func (l *listWriter) start() error {
 }
 
 func (l *listWriter) item(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return l.rawItem(raw)
+}
+
+// rawItem writes an item already encoded.
+func (l *listWriter) rawItem(raw []byte) error {
 	first := !l.started
 	if first {
 		if err := l.start(); err != nil {
 			return err
 		}
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return err
 	}
 	if !first {
 		if err := l.buf.WriteByte(','); err != nil {
@@ -163,8 +168,12 @@ func (k *kindHandler) present(r *resource.Resource, public bool) (resourceJSON, 
 			return resourceJSON{}, err
 		}
 	}
+	labels, err := rawLabels(r)
+	if err != nil {
+		return resourceJSON{}, err
+	}
 	out := resourceJSON{
-		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: r.Labels,
+		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: labels,
 		Spec: spec, Generation: r.Generation, ResourceVersion: strconv.FormatInt(r.Version, 10), Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
 		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
@@ -251,9 +260,18 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		contentType = sparseJSON
 	}
 	public := !k.s.seesInternal(r)
+	fast := k.fastItems(&opts, fields, public)
 	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size,
 		ResourceVersion: strconv.FormatInt(position, 10)}}
+	var buf []byte
 	total, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
+		if fast {
+			var err error
+			if buf, err = k.appendResource(buf[:0], res); err != nil {
+				return err
+			}
+			return out.rawItem(buf)
+		}
 		item, err := k.present(res, public)
 		if err != nil {
 			return err

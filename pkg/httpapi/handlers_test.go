@@ -291,7 +291,7 @@ func TestProject(t *testing.T) {
 	created := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	deleted := created.Add(time.Hour)
 	item := resourceJSON{
-		ID: "0197", Kind: "Cluster", Name: "prod", Href: BasePath + "/clusters/0197", Labels: map[string]string{"env": "prod"},
+		ID: "0197", Kind: "Cluster", Name: "prod", Href: BasePath + "/clusters/0197", Labels: json.RawMessage(`{"env":"prod"}`),
 		Spec: json.RawMessage(`{"region":"eu"}`), Generation: 4, Status: statusJSON{Phase: conditions.PhaseReady, Conditions: json.RawMessage(`[]`)},
 		CreatedTime: created, UpdatedTime: created, CreatedBy: "alice", UpdatedBy: "bob", DeletedTime: &deleted, DeletedBy: "carol",
 	}

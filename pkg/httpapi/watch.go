@@ -191,7 +191,13 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 	if len(ids) > 0 {
 		q := opts
 		q.IDs, q.Page, q.Size, q.IncludeDeleted = ids, 1, len(ids), true
+		fast := k.fastItems(&q, fields, public)
 		_, err := k.s.svc.List(ctx, k.d, q, func(res *resource.Resource) error {
+			if fast {
+				raw, err := k.appendResource(nil, res)
+				objects[res.ID] = json.RawMessage(raw)
+				return err
+			}
 			item, err := k.present(res, public)
 			if err != nil {
 				return err

@@ -104,6 +104,8 @@ func (a specSchema) HasInternal() bool { return a.s.HasInternal() }
 
 func (a specSchema) StripInternal(spec map[string]any) bool { return a.s.StripInternal(spec) }
 
+func (a specSchema) InternalPaths() ([][]string, bool) { return a.s.InternalPaths() }
+
 // withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
 type withRules struct {
 	resource.SpecSchema

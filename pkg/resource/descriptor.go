@@ -19,6 +19,9 @@ type SpecSchema interface {
 	HasInternal() bool
 	// StripInternal removes the internal fields from spec, in place, and reports whether there were any.
 	StripInternal(spec map[string]any) bool
+	// InternalPaths returns the internal fields' paths when fixed paths reach them all (ok), so that a store can
+	// leave them out as it reads.
+	InternalPaths() (paths [][]string, ok bool)
 }
 
 // Descriptor describes one kind of resource. The engine serves every kind from its descriptor, so adding a kind

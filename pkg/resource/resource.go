@@ -22,11 +22,14 @@ type Status struct {
 
 // Resource is one stored resource of any kind.
 type Resource struct {
-	ID          string
-	Kind        string
-	Name        string
-	ParentID    string // empty for a root kind
-	Labels      map[string]string
+	ID       string
+	Kind     string
+	Name     string
+	ParentID string // empty for a root kind
+	Labels   map[string]string
+	// RawLabels, when not nil, holds the labels as stored JSON instead of Labels: reads that only pass them on
+	// (lists, gets) do not decode them.
+	RawLabels   json.RawMessage
 	Spec        json.RawMessage // a JSON object
 	Generation  int64           // counts spec changes: what adapters observe
 	Version     int64           // counts every write of the resource (labels, spec, status, deletion): its ETag
@@ -57,6 +60,9 @@ type ListOptions struct {
 	ResyncAfter time.Duration
 	// IDs, when not nil, keeps only these resources (a watch fetching the resources of a batch of events).
 	IDs []string
+	// WithoutInternal asks for specs without their internal fields, for callers who may not see them; only for
+	// a kind whose Spec.InternalPaths are ok.
+	WithoutInternal bool
 }
 
 // OrderBy is one sort key.

@@ -39,6 +39,8 @@ func (f fakeSchema) HasInternal() bool { return len(f.internal) > 0 }
 // StripInternal is not what these tests are about; the service never calls it.
 func (f fakeSchema) StripInternal(map[string]any) bool { return false }
 
+func (f fakeSchema) InternalPaths() ([][]string, bool) { return nil, false }
+
 func (f fakeSchema) InternalFields(spec map[string]any) []string {
 	var out []string
 	for _, p := range f.internal {

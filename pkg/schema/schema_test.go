@@ -557,3 +557,23 @@ func TestImmutableFields(t *testing.T) {
 		})
 	}
 }
+
+// The internal fields of the kinds sit at fixed paths, which lets a list leave them out as PostgreSQL reads the
+// rows; every path named is one InternalFields reports.
+func TestInternalPaths(t *testing.T) {
+	doc := loadDocument(t)
+	tests := []struct {
+		component string
+		want      [][]string
+	}{
+		{clusterSpec, [][]string{{"hosted_cluster", "etcd"}, {"hosted_cluster", "networking"}, {"hosted_cluster", "platform"}, {"hosted_cluster", "services"}}},
+		{nodePoolSpec, [][]string{{"remediation"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.component, func(t *testing.T) {
+			paths, ok := loadSpec(t, doc, tt.component).InternalPaths()
+			require.True(t, ok)
+			require.Equal(t, tt.want, paths)
+		})
+	}
+}

@@ -76,6 +76,50 @@ func collectInternal(schema *openapi3.Schema, value any, path fieldPathSegments,
 	}
 }
 
+// InternalPaths returns the paths (property names from the top) of the internal properties, when every one of
+// them is reached through object properties alone, so that removing those paths removes them all (PostgreSQL's
+// jsonb #- does it as it reads a row). ok is false when an internal property sits in an array item or a map value,
+// where no fixed path reaches it.
+func (s *Spec) InternalPaths() (paths [][]string, ok bool) {
+	ok = internalPaths(s.schema, nil, &paths, nil)
+	return paths, ok
+}
+
+func internalPaths(schema *openapi3.Schema, prefix []string, out *[][]string, seen []*openapi3.Schema) bool {
+	if schema == nil || slices.Contains(seen, schema) {
+		return true
+	}
+	seen = append(seen, schema)
+	for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+		ref := schema.Properties[name]
+		path := append(slices.Clip(prefix), name)
+		if isInternal(ref) {
+			*out = append(*out, path)
+			continue
+		}
+		if ref != nil && !internalPaths(ref.Value, path, out, seen) {
+			return false
+		}
+	}
+	for _, sub := range schema.AllOf {
+		if sub != nil && !internalPaths(sub.Value, prefix, out, seen) {
+			return false
+		}
+	}
+	for _, sub := range slices.Concat(schema.AnyOf, schema.OneOf) {
+		if sub != nil && anyInternal(sub.Value, nil) {
+			return false
+		}
+	}
+	if schema.Items != nil && anyInternal(schema.Items.Value, nil) {
+		return false
+	}
+	if ap := schema.AdditionalProperties.Schema; ap != nil && anyInternal(ap.Value, nil) {
+		return false
+	}
+	return true
+}
+
 // HasInternal reports whether the schema marks any property internal: when it does not, StripInternal never has
 // anything to remove and callers may skip decoding a value for it.
 func (s *Spec) HasInternal() bool { return s.hasInternal }
