@@ -349,7 +349,7 @@ func streamPhases(ctx context.Context, cfg config, client *api.ClientWithRespons
 		if resp.JSON200 == nil {
 			return fmt.Errorf("count resolved streams: %d %s", resp.StatusCode(), resp.Body)
 		}
-		ready := resp.JSON200.Total
+		ready := deref(resp.JSON200.Total) // counted: count=false is not asked for
 		elapsed := time.Since(start)
 		if ready >= int64(cfg.streams) {
 			fmt.Fprintf(cfg.out, "%-8s %7d streams Ready after %s: %.0f streams/s\n", "resolved", ready, elapsed.Round(10*time.Millisecond), float64(ready)/elapsed.Seconds())
@@ -415,4 +415,12 @@ func problemDetail(body []byte) string {
 		return strings.TrimSpace(string(body))
 	}
 	return p.Code + ": " + p.Detail
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

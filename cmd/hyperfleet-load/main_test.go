@@ -154,11 +154,11 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 	list, err := s.admin.ListClustersWithResponse(t.Context(), &api.ListClustersParams{Search: ptr("name like 'all-%'")})
 	require.NoError(t, err)
 	require.NotNil(t, list.JSON200, "%d %s", list.StatusCode(), list.Body)
-	require.EqualValues(t, clusters, list.JSON200.Total)
+	require.EqualValues(t, clusters, deref(list.JSON200.Total))
 	pending, err := s.admin.ListClustersWithResponse(t.Context(), &api.ListClustersParams{PendingFor: ptr("load-a")})
 	require.NoError(t, err)
 	require.NotNil(t, pending.JSON200, "%d %s", pending.StatusCode(), pending.Body)
-	require.Zero(t, pending.JSON200.Total)
+	require.Zero(t, deref(pending.JSON200.Total))
 }
 
 func TestLoadTakesItsTokenFromAFlagAFileOrTheEnvironment(t *testing.T) {

@@ -151,6 +151,7 @@ type page struct {
 	Page  int               `json:"page"`
 	Size  int               `json:"size"`
 	Total int64             `json:"total"`
+	Next  string            `json:"next"`
 	Items []json.RawMessage `json:"items"`
 }
 
@@ -167,25 +168,36 @@ func (c *client) list(ctx context.Context, k *kind, parent uuid.UUID, p api.List
 	return &pg, nil
 }
 
-// listAll pages through everything p selects, maxPageSize at a time unless p says otherwise.
+// listAll pages through everything p selects, maxPageSize at a time unless p says otherwise. It follows the
+// pages' `next` cursors rather than page numbers, so that resources created or deleted during the walk neither
+// repeat an item nor skip one.
 func (c *client) listAll(ctx context.Context, k *kind, parent uuid.UUID, p api.ListClustersParams) (*page, error) {
 	if p.Size == nil {
 		p.Size = ptr(maxPageSize)
 	}
+	p.Page = nil
 	all := &page{Page: 1}
-	for n := 1; ; n++ {
-		p.Page = ptr(n)
+	for first := true; ; first = false {
+		if !first {
+			p.Count = ptr(false)
+		}
 		pg, err := c.list(ctx, k, parent, p)
 		if err != nil {
 			return nil, err
 		}
-		all.Kind, all.Total = pg.Kind, pg.Total
+		if first {
+			all.Kind, all.Total = pg.Kind, pg.Total
+		}
 		all.Items = append(all.Items, pg.Items...)
-		if len(pg.Items) == 0 || int64(len(all.Items)) >= pg.Total {
+		if pg.Next == "" || len(pg.Items) == 0 {
 			break
 		}
+		p.After = ptr(pg.Next)
 	}
 	all.Size = len(all.Items)
+	if int64(all.Size) > all.Total {
+		all.Total = int64(all.Size)
+	}
 	return all, nil
 }
 

@@ -469,12 +469,17 @@ type ClusterList struct {
 
 	// Kind Example: ClusterList
 	Kind string `json:"kind"`
-	Page int    `json:"page"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
 
 	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
-	Total           int64  `json:"total"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
 }
 
 // ClusterSpec defines model for ClusterSpec.
@@ -755,12 +760,17 @@ type NodePoolList struct {
 
 	// Kind Example: NodePoolList
 	Kind string `json:"kind"`
-	Page int    `json:"page"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
 
 	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
-	Total           int64  `json:"total"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
 }
 
 // NodePoolSpec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
@@ -870,12 +880,17 @@ type SparseList struct {
 
 	// Kind Example: ClusterList
 	Kind string `json:"kind"`
-	Page int    `json:"page"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
 
 	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
-	ResourceVersion *string `json:"resource_version,omitempty"`
-	Size            int     `json:"size"`
-	Total           int64   `json:"total"`
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
 }
 
 // SparseResource A resource of any kind with only the members `fields` asked for, and always `id`, `kind` and `href`. Each
@@ -959,12 +974,17 @@ type UpgradeScheduleList struct {
 
 	// Kind Example: UpgradeScheduleList
 	Kind string `json:"kind"`
-	Page int    `json:"page"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
 
 	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
-	Total           int64  `json:"total"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
 }
 
 // UpgradeScheduleSpec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
@@ -1058,12 +1078,17 @@ type VersionStreamList struct {
 
 	// Kind Example: VersionStreamList
 	Kind string `json:"kind"`
-	Page int    `json:"page"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
 
 	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
-	Total           int64  `json:"total"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
 }
 
 // VersionStreamSpec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
@@ -1118,8 +1143,14 @@ type WatchEvent struct {
 // (marked for deletion); `removed` (gone for good).
 type WatchEventType string
 
+// After defines model for after.
+type After = string
+
 // ClusterId defines model for cluster_id.
 type ClusterId = openapi_types.UUID
+
+// Count defines model for count.
+type Count = bool
 
 // Fields defines model for fields.
 type Fields = string
@@ -1201,6 +1232,14 @@ type ListClustersParams struct {
 	// Size Items per page.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
 	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
@@ -1256,6 +1295,14 @@ type ListClusterNodePoolsParams struct {
 
 	// Size Items per page.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -1313,6 +1360,14 @@ type ListNodePoolsParams struct {
 	// Size Items per page.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
 
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
 	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
@@ -1360,6 +1415,14 @@ type ListUpgradeSchedulesParams struct {
 
 	// Size Items per page.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -1416,6 +1479,14 @@ type ListVersionStreamsParams struct {
 
 	// Size Items per page.
 	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -3099,6 +3170,30 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 
 		}
 
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Search != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -3489,6 +3584,30 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 		if params.Size != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4202,6 +4321,30 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 
 		}
 
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Search != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4370,6 +4513,30 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 		if params.Size != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4890,6 +5057,30 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 		if params.Size != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

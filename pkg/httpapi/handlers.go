@@ -142,14 +142,21 @@ func (l *listWriter) rawItem(raw []byte) error {
 	return nil
 }
 
-// finish closes the items and writes the total.
-func (l *listWriter) finish(total int64) error {
+// finish closes the items and writes the next page's cursor and the total, when there are.
+func (l *listWriter) finish(res resource.ListResult) error {
 	if !l.started {
 		if err := l.start(); err != nil {
 			return err
 		}
 	}
-	if _, err := l.buf.WriteString(`],"total":` + strconv.FormatInt(total, 10) + "}\n"); err != nil {
+	tail := `]`
+	if res.Next != "" {
+		tail += `,"next":"` + res.Next + `"` // base64url: nothing to escape
+	}
+	if res.Counted {
+		tail += `,"total":` + strconv.FormatInt(res.Total, 10)
+	}
+	if _, err := l.buf.WriteString(tail + "}\n"); err != nil {
 		return fmt.Errorf("%w: %w", errWrite, err)
 	}
 	if err := l.buf.Flush(); err != nil {
@@ -264,7 +271,7 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size,
 		ResourceVersion: strconv.FormatInt(position, 10)}}
 	var buf []byte
-	total, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
+	result, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
 		if fast {
 			var err error
 			if buf, err = k.appendResource(buf[:0], res); err != nil {
@@ -287,7 +294,7 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err == nil:
-		logEncodeError(r, k.s.log, out.finish(total))
+		logEncodeError(r, k.s.log, out.finish(result))
 	case !out.started:
 		k.fail(w, r, err)
 	case r.Context().Err() != nil || errors.Is(err, errWrite):
@@ -341,6 +348,19 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 			return opts, nil, badParam("page", "must be a whole number from 1")
 		}
 		opts.Page = n
+	}
+	if v := q.Get("after"); v != "" {
+		if len(v) > 2048 {
+			return opts, nil, badParam("after", "is not a cursor this API gave out")
+		}
+		opts.After = v
+	}
+	switch q.Get("count") {
+	case "", "true":
+	case "false":
+		opts.NoCount = true
+	default:
+		return opts, nil, badParam("count", "must be true or false")
 	}
 	if v := q.Get("size"); v != "" {
 		n, err := strconv.Atoi(v)

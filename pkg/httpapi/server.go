@@ -29,7 +29,7 @@ const BasePath = "/api/hyperfleet/v1"
 type Service interface {
 	Create(ctx context.Context, d *resource.Descriptor, parentID string, in resource.CreateInput) (*resource.Resource, error)
 	Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
-	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (int64, error)
+	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error)
 	Update(ctx context.Context, d *resource.Descriptor, parentID, id string, p resource.Patch, ifMatch *int64) (*resource.Resource, error)
 	Delete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
 	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)

@@ -237,37 +237,16 @@ var orderColumns = map[string]string{
 	"id": "id", "name": "name", "generation": "generation", "created_time": "created_time", "updated_time": "updated_time",
 }
 
-func orderClause(order []resource.OrderBy) (string, error) {
-	if len(order) == 0 {
-		return "created_time, id", nil
-	}
-	parts := make([]string, 0, len(order)+1)
-	seenID := false
-	for _, o := range order {
-		col, ok := orderColumns[o.Field]
-		if !ok {
-			return "", &resource.Error{Code: resource.CodeBadListParam, Message: fmt.Sprintf("cannot order by %q: use one of id, name, generation, created_time, updated_time", o.Field),
-				Fields: []resource.FieldError{{Field: "order", Message: "unknown field " + o.Field}}}
-		}
-		seenID = seenID || col == "id"
-		if o.Desc {
-			col += " DESC"
-		}
-		parts = append(parts, col)
-	}
-	// Ties broken by id keep pages stable while rows with equal keys exist.
-	if !seenID {
-		parts = append(parts, "id")
-	}
-	return strings.Join(parts, ", "), nil
-}
-
-// List implements resource.Store: one query for the page, read row by row, and one for the total.
-func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (int64, error) {
-	order, err := orderClause(opts.Order)
+// List implements resource.Store: one query for the page, read row by row, and one for the total unless the
+// page tells it or it is not wanted. A page after a cursor starts where the cursor's row was, so deep pages cost
+// what the first does.
+func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error) {
+	var out resource.ListResult
+	keys, err := orderKeys(opts.Order)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
+	order := orderClause(keys)
 	where := func() (*gorm.DB, error) {
 		q := s.db.WithContext(ctx).Table(d.Table)
 		if opts.ParentID != "" {
@@ -293,48 +272,63 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 	}
 	q, err := where()
 	if err != nil {
-		return 0, err
+		return out, err
 	}
 	cols, err := listColumns(d, opts)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
 	var page *gorm.DB
-	if opts.Page == 1 {
-		page = q.Select(cols).Order(order).Limit(opts.Size)
-	} else {
+	switch {
+	case opts.After != "":
+		cond, args, err := afterWhere(keys, opts.After)
+		if err != nil {
+			return out, err
+		}
+		page = q.Session(&gorm.Session{}).Select(cols).Where(cond, args...).Order(order).Limit(opts.Size)
+	case opts.Page <= 1:
+		page = q.Session(&gorm.Session{}).Select(cols).Order(order).Limit(opts.Size)
+	default:
 		// Skipping rows costs per row skipped: skip them in the narrow ordered index (an index-only scan when the
 		// filters allow) and fetch only the page's wide rows.
 		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
 		page = s.db.WithContext(ctx).Table(d.Table).Select(cols).Where("id IN (?)", ids).Order(order)
 	}
-	n, err := s.eachRow(page, d, each)
+	n, last, err := s.eachRow(page, d, each)
 	if err != nil {
-		return 0, err
+		return out, err
 	}
-	// A first page shorter than the page size already is the total.
-	if opts.Page == 1 && n < opts.Size {
-		return int64(n), nil
+	if n == opts.Size && last != nil {
+		out.Next = nextCursor(keys, last)
+	}
+	switch {
+	case opts.NoCount:
+		return out, nil
+	case opts.Page <= 1 && opts.After == "" && n < opts.Size:
+		// A first page shorter than the page size already is the total.
+		out.Total, out.Counted = int64(n), true
+		return out, nil
 	}
 	if q, err = where(); err != nil {
-		return 0, err
+		return out, err
 	}
-	var total int64
-	if err := q.Count(&total).Error; err != nil {
-		return 0, fmt.Errorf("count %s: %w", d.Kind, err)
+	if err := q.Count(&out.Total).Error; err != nil {
+		return out, fmt.Errorf("count %s: %w", d.Kind, err)
 	}
-	return total, nil
+	out.Counted = true
+	return out, nil
 }
 
 // eachRow runs query and hands its rows to each one at a time, reading the next only once each has returned; it
 // returns how many it handed over.
-func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resource.Resource) error) (int, error) {
+func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resource.Resource) error) (int, *row, error) {
 	rows, err := query.Rows()
 	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", d.Kind, err)
+		return 0, nil, fmt.Errorf("list %s: %w", d.Kind, err)
 	}
 	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
 	n := 0
+	var last row
 	for rows.Next() {
 		// Scanned by position, in columns(d)'s order: a page scans many rows, and GORM's scan by reflection costs
 		// more than the rest of reading one.
@@ -345,21 +339,26 @@ func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resou
 			dest = append([]any{&w.ParentID}, dest...)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return n, fmt.Errorf("list %s: %w", d.Kind, err)
+			return n, nil, fmt.Errorf("list %s: %w", d.Kind, err)
 		}
 		r, err := w.toResource(d, false)
 		if err != nil {
-			return n, err
+			return n, nil, err
 		}
 		if err := each(r); err != nil {
-			return n, err
+			return n, nil, err
 		}
 		n++
+		// The next page's cursor needs only the keys, which are small.
+		last = row{ID: w.ID, Name: w.Name, Generation: w.Generation, CreatedTime: w.CreatedTime, UpdatedTime: w.UpdatedTime}
 	}
 	if err := rows.Err(); err != nil {
-		return n, fmt.Errorf("list %s: %w", d.Kind, err)
+		return n, nil, fmt.Errorf("list %s: %w", d.Kind, err)
 	}
-	return n, nil
+	if n == 0 {
+		return 0, nil, nil
+	}
+	return n, &last, nil
 }
 
 // nullableID is a parent id as a parameter: nil (SQL NULL) for a root kind.

@@ -60,9 +60,23 @@ type ListOptions struct {
 	ResyncAfter time.Duration
 	// IDs, when not nil, keeps only these resources (a watch fetching the resources of a batch of events).
 	IDs []string
+	// After, when set, is the cursor of the page before (ListResult.Next): the page starts after its last item,
+	// whatever was inserted or deleted since; Page is then 1.
+	After string
+	// NoCount skips counting the matches (ListResult.Counted false).
+	NoCount bool
 	// WithoutInternal asks for specs without their internal fields, for callers who may not see them; only for
 	// a kind whose Spec.InternalPaths are ok.
 	WithoutInternal bool
+}
+
+// ListResult is what a list says besides its items.
+type ListResult struct {
+	// Total is the number of matches, when Counted.
+	Total   int64
+	Counted bool
+	// Next is the cursor of the next page, empty when this page was the last.
+	Next string
 }
 
 // OrderBy is one sort key.

@@ -29,9 +29,9 @@ type Store interface {
 	// Get returns the resource, or CodeNotFound (also when parentID is set and is not its parent).
 	Get(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error)
 	// List calls each with the resources of one page, in order, as it reads them (so that a page's memory does not
-	// grow with its size), then returns the total count of matches. An error from each stops the listing and is
-	// returned.
-	List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (total int64, err error)
+	// grow with its size), then returns the count of matches and the next page's cursor. An error from each stops
+	// the listing and is returned.
+	List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (ListResult, error)
 	// Statuses returns the reports stored for a resource, ordered by adapter.
 	Statuses(ctx context.Context, id string) ([]AdapterStatus, error)
 	// SyncRequired makes the store's per-adapter bookkeeping match d.RequiredAdapters (placeholders that let
@@ -224,29 +224,37 @@ func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (
 }
 
 // List returns a page of resources. A list under a parent that does not exist is CodeNotFound.
-func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (int64, error) {
+func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (ListResult, error) {
 	if opts.ParentID != "" && !validID(opts.ParentID) {
-		return 0, notFound(d.Parent, opts.ParentID)
+		return ListResult{}, notFound(d.Parent, opts.ParentID)
 	}
 	if opts.PendingFor != "" && (len(opts.PendingFor) > 63 || !dnsLabel.MatchString(opts.PendingFor)) {
-		return 0, &Error{Code: CodeBadListParam, Message: "pending_for must be an adapter name (a DNS label)",
+		return ListResult{}, &Error{Code: CodeBadListParam, Message: "pending_for must be an adapter name (a DNS label)",
 			Fields: []FieldError{{Field: "pending_for", Message: "must be a DNS label"}}}
 	}
 	if opts.ResyncAfter < 0 || (opts.ResyncAfter > 0 && opts.PendingFor == "") {
-		return 0, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
+		return ListResult{}, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
 			Fields: []FieldError{{Field: "resync_after", Message: "must be positive, with pending_for"}}}
 	}
-	total, err := s.store.List(ctx, d, opts, each)
+	if opts.After != "" && opts.Page > 1 {
+		return ListResult{}, &Error{Code: CodeBadListParam, Message: "give page or after, not both: after continues from a cursor",
+			Fields: []FieldError{{Field: "after", Message: "not with page"}}}
+	}
+	seen := 0
+	res, err := s.store.List(ctx, d, opts, func(r *Resource) error {
+		seen++
+		return each(r)
+	})
 	if err != nil {
-		return 0, err
+		return ListResult{}, err
 	}
 	// Only an empty page can hide a missing parent, so only then pay for the look-up.
-	if opts.ParentID != "" && total == 0 {
+	if opts.ParentID != "" && seen == 0 {
 		if _, err := s.store.Get(ctx, d.Parent, "", opts.ParentID); err != nil {
-			return 0, err
+			return ListResult{}, err
 		}
 	}
-	return total, nil
+	return res, nil
 }
 
 // Update applies p to a resource. ifMatch, when not nil, is the version (ETag) the client read (else

@@ -84,10 +84,10 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NotNil(t, got.JSON200.DeletedTime)
 	list, err := s.ListClustersWithResponse(ctx, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(0), list.JSON200.Total)
+	require.Equal(t, int64(0), deref(list.JSON200.Total))
 	list, err = s.ListClustersWithResponse(ctx, &api.ListClustersParams{IncludeDeleted: ptr(true)})
 	require.NoError(t, err)
-	require.Equal(t, int64(1), list.JSON200.Total)
+	require.Equal(t, int64(1), deref(list.JSON200.Total))
 	frozen, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, c.Id, nil, api.ResourcePatch{Labels: &map[string]*string{"a": ptr("b")}})
 	require.NoError(t, err)
 	problem(t, frozen.HTTPResponse, frozen.Body, http.StatusConflict, "HYPERFLEET-CNF-003")
@@ -152,11 +152,11 @@ func TestNodePoolsLiveUnderTheirCluster(t *testing.T) {
 
 	nested, err := s.ListClusterNodePoolsWithResponse(ctx, a.Id, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), nested.JSON200.Total)
+	require.Equal(t, int64(1), deref(nested.JSON200.Total))
 	require.Equal(t, "NodePoolList", nested.JSON200.Kind)
 	flat, err := s.ListNodePoolsWithResponse(ctx, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), flat.JSON200.Total)
+	require.Equal(t, int64(2), deref(flat.JSON200.Total))
 
 	missing := uuid.New()
 	for name, status := range map[string]func() (*http.Response, []byte){
@@ -320,7 +320,7 @@ func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {
 	require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusConflict: n - 1}, count)
 	list, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Search: ptr("name = 'contended'")})
 	require.NoError(t, err)
-	require.Equal(t, int64(1), list.JSON200.Total)
+	require.Equal(t, int64(1), deref(list.JSON200.Total))
 }
 
 func TestAPIInfoAndOpenAPIDocument(t *testing.T) {

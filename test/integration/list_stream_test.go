@@ -280,5 +280,5 @@ func TestAListThatFailsMidwayIsCutShort(t *testing.T) {
 	pools, err := s.ListNodePoolsWithResponse(ctx, &api.ListNodePoolsParams{Size: ptr(api.Size(1))})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, pools.StatusCode(), "the server goes on serving: %s", pools.Body)
-	require.EqualValues(t, 500, pools.JSON200.Total)
+	require.EqualValues(t, 500, deref(pools.JSON200.Total))
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,7 +50,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 		for page := 1; page <= 3; page++ {
 			resp, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(page), Size: ptr(10)})
 			require.NoError(t, err)
-			require.Equal(t, int64(25), resp.JSON200.Total)
+			require.Equal(t, int64(25), deref(resp.JSON200.Total))
 			require.Equal(t, page, resp.JSON200.Page)
 			require.Equal(t, 10, resp.JSON200.Size)
 			seen = append(seen, names(resp.JSON200.Items)...)
@@ -96,7 +97,7 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 			got := names(resp.JSON200.Items)
 			sort.Strings(got)
 			require.Equal(t, tc.want, got)
-			require.Equal(t, int64(len(tc.want)), resp.JSON200.Total)
+			require.Equal(t, int64(len(tc.want)), deref(resp.JSON200.Total))
 		})
 	}
 
@@ -152,5 +153,73 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 
 	list, err := s.ListClustersWithResponse(ctx, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(25), list.JSON200.Total, "injection attempts changed nothing")
+	require.Equal(t, int64(25), deref(list.JSON200.Total), "injection attempts changed nothing")
+}
+
+// Keyset pages: following `next` visits every resource that exists throughout exactly once, in order, however
+// many are created or deleted between pages, in any order's direction; count=false leaves total out.
+func TestKeysetPagesSkipAndRepeatNothing(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxFor(t)
+	const n = 40
+	for i := range n {
+		createCluster(t, s, fmt.Sprintf("m%03d", i), nil)
+	}
+	for _, tt := range []struct {
+		order string
+		desc  bool
+	}{{"name", false}, {"name desc", true}, {"created_time desc, name", true}} {
+		run := len(tt.order) // tells the names this subtest creates from the others'
+		t.Run(tt.order, func(t *testing.T) {
+			seen := map[string]int{}
+			var names []string
+			var after *string
+			for page := 0; ; page++ {
+				resp, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Size: ptr(7), Order: ptr(tt.order), After: after,
+					Search: ptr("name like 'm%' or name like 'a%' or name like 'z%'"), Count: ptr(false)})
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
+				require.Nil(t, resp.JSON200.Total, "count=false leaves total out")
+				for _, c := range resp.JSON200.Items {
+					seen[c.Name]++
+					names = append(names, c.Name)
+				}
+				// Between pages, names sort in before and after the cursor.
+				createCluster(t, s, fmt.Sprintf("a%02d%03d", run, page), nil)
+				createCluster(t, s, fmt.Sprintf("z%02d%03d", run, page), nil)
+				if resp.JSON200.Next == nil {
+					break
+				}
+				after = resp.JSON200.Next
+				require.Less(t, page, 40, "the pages end")
+			}
+			for i := range n {
+				require.Equal(t, 1, seen[fmt.Sprintf("m%03d", i)], "m%03d appears once", i)
+			}
+			for name, times := range seen {
+				require.Equal(t, 1, times, "%s repeated", name)
+			}
+			require.True(t, sort.SliceIsSorted(names, func(i, j int) bool {
+				if tt.desc {
+					return names[i] > names[j]
+				}
+				return names[i] < names[j]
+			}) || strings.HasPrefix(tt.order, "created_time"), "in order: %v", names)
+		})
+	}
+
+	// A cursor is for the list it came from.
+	first, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Size: ptr(2), Order: ptr("name")})
+	require.NoError(t, err)
+	require.NotNil(t, first.JSON200.Next)
+	require.NotNil(t, first.JSON200.Total, "counted by default")
+	for _, bad := range []api.ListClustersParams{
+		{After: first.JSON200.Next, Order: ptr("generation")},
+		{After: ptr("not-a-cursor")},
+		{After: first.JSON200.Next, Order: ptr("name"), Page: ptr(2)},
+	} {
+		resp, err := s.ListClustersWithResponse(ctx, &bad)
+		require.NoError(t, err)
+		problem(t, resp.HTTPResponse, resp.Body, http.StatusBadRequest, "HYPERFLEET-VAL-004")
+	}
 }

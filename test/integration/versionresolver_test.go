@@ -257,7 +257,7 @@ func TestResolverReplicasSplitTheFleet(t *testing.T) {
 	require.Eventually(t, func() bool {
 		resp, err := s.ListVersionStreamsWithResponse(ctxFor(t), &api.ListVersionStreamsParams{Search: ptr("status.phase = 'Ready'"), Size: ptr(1)})
 		require.NoError(t, err)
-		return resp.JSON200.Total == streams+1 // and the seeded default stream
+		return deref(resp.JSON200.Total) == streams+1 // and the seeded default stream
 	}, 30*time.Second, 100*time.Millisecond)
 
 	a, b := replicas[0].seen, replicas[1].seen

@@ -65,7 +65,7 @@ func TestClustersMustNameALiveVersionStream(t *testing.T) {
 	require.Equal(t, []string{"spec.version_stream"}, fields(p))
 	list, err := s.ListClustersWithResponse(ctx, nil)
 	require.NoError(t, err)
-	require.Zero(t, list.JSON200.Total, "a refused create stores nothing")
+	require.Zero(t, deref(list.JSON200.Total), "a refused create stores nothing")
 
 	c := createCluster(t, s, "user", nil)
 	patch, err := s.PatchClusterWithBodyWithResponse(ctx, c.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"version_stream":"no-such-stream"}}`))
@@ -129,9 +129,9 @@ func TestDeletingAStreamRacesCreatesSafely(t *testing.T) {
 		require.NoError(t, err)
 		switch del.StatusCode() {
 		case http.StatusAccepted:
-			require.Zero(t, live.JSON200.Total, "the stream went, so no cluster may name it (creates: %v)", created)
+			require.Zero(t, deref(live.JSON200.Total), "the stream went, so no cluster may name it (creates: %v)", created)
 		case http.StatusConflict:
-			require.NotZero(t, live.JSON200.Total)
+			require.NotZero(t, deref(live.JSON200.Total))
 		default:
 			t.Fatalf("delete answered %d: %s", del.StatusCode(), del.Body)
 		}
