@@ -2,6 +2,10 @@
 // OpenShift minor, and that release's image, through the Cincinnati update graph.
 //
 //	version-resolver --api-url http://localhost:8000 --cincinnati-url https://api.openshift.com
+//
+// It hears of new and changed streams through the API's watch (--source watch, the default), or through the API's
+// relay to NATS JetStream (--source nats --nats-url nats://…); a poll every --poll-interval (5 min beside either)
+// is the safety net, and --source poll polls alone (every 5 s).
 package main
 
 import (

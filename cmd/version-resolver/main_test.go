@@ -20,6 +20,8 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 		{"unknown log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--cincinati-url", "https://api.openshift.com"}, "unknown flag"},
 		{"missing token file", []string{"--token-file", "/nonexistent/token"}, "bearer token file"},
+		{"unknown source", []string{"--source", "kafka"}, "--source"},
+		{"nats without its URL", []string{"--source", "nats"}, "--nats-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -28,6 +30,24 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 			err := cmd.Execute()
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// The resolver takes its work from the API's watch unless told otherwise; the poll is then a 5-minute safety net.
+func TestSourceFlagsDefaultToTheWatch(t *testing.T) {
+	flags := command().Flags()
+	tests := []struct{ flag, want string }{
+		{"source", "watch"},
+		{"poll-interval", "0s"}, // the source's default: 5m beside the watch, 5s with --source poll
+		{"nats-url", ""},
+		{"nats-stream", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			f := flags.Lookup(tt.flag)
+			require.NotNil(t, f, "--%s", tt.flag)
+			require.Equal(t, tt.want, f.DefValue)
 		})
 	}
 }

@@ -229,8 +229,9 @@ func TestRuntimeDropsStaleReports(t *testing.T) {
 		}
 		return ok(obj)
 	})
-	// The slow replica polls once, at start: a later poll would find generation 2 and rightly reconcile it too.
-	slowRunner := startRuntime(t, s, slow, func(c *adapter.Config) { c.Replica, c.PollInterval = "slow", time.Hour })
+	// The slow replica polls once, at start (no watch): a later poll or an event would bring generation 2, which it
+	// would rightly reconcile too.
+	slowRunner := startRuntime(t, s, slow, func(c *adapter.Config) { c.Replica, c.PollInterval, c.Source = "slow", time.Hour, adapter.SourcePoll })
 	<-holding
 
 	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stream.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"arch":"arm64"}}`))

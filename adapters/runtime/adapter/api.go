@@ -24,6 +24,9 @@ import (
 // VersionStream and the version resolver's report on it.
 type API struct {
 	client *api.ClientWithResponses
+	// stream makes the runtime's watch requests: the same transport, but no overall timeout, since a watch's answer
+	// lasts as long as the watch (an idle timeout guards it instead; see watchSource).
+	stream api.ClientInterface
 	token  *tokenFile // nil: no authentication
 }
 
@@ -67,12 +70,16 @@ func retryable(err error) bool {
 
 // newAPI returns the API at server (e.g. http://localhost:8000; a trailing base path is tolerated) over base.
 func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics) (*API, error) {
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &apiTransport{base: base, token: token, metrics: m}}
-	client, err := api.NewClientWithResponses(apiServer(server), api.WithHTTPClient(hc))
+	transport := &apiTransport{base: base, token: token, metrics: m}
+	client, err := api.NewClientWithResponses(apiServer(server), api.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}))
 	if err != nil {
 		return nil, fmt.Errorf("hyperfleet-api client: %w", err)
 	}
-	return &API{client: client, token: token}, nil
+	stream, err := api.NewClient(apiServer(server), api.WithHTTPClient(&http.Client{Transport: transport}))
+	if err != nil {
+		return nil, fmt.Errorf("hyperfleet-api watch client: %w", err)
+	}
+	return &API{client: client, stream: stream, token: token}, nil
 }
 
 // apiServer returns the server URL the generated client takes: the API's address without the base path, which
@@ -101,14 +108,14 @@ func (a *API) FindByName(ctx context.Context, kind *Kind, parentID, name string)
 	if !conditions.ValidAdapterName(name) { // resource names are DNS labels too; anything else cannot match
 		return nil, fmt.Errorf("%s %q: %w", kind.Name, name, ErrNotFound)
 	}
-	items, err := kind.ops.list(withOp(ctx, "find"), a.client, parentID, listQuery{search: "name = '" + name + "'", size: 1, fields: "id,owner_references"})
+	page, err := kind.ops.list(withOp(ctx, "find"), a.client, parentID, listQuery{search: "name = '" + name + "'", size: 1, fields: "id,owner_references"})
 	if err != nil {
 		return nil, err
 	}
-	if len(items) == 0 {
+	if len(page.items) == 0 {
 		return nil, fmt.Errorf("%s %q: %w", kind.Name, name, ErrNotFound)
 	}
-	return a.Get(ctx, kind, items[0].ParentID, items[0].ID)
+	return a.Get(ctx, kind, page.items[0].ParentID, page.items[0].ID)
 }
 
 // Report returns adapter's stored report about a resource of kind, or nil if it has not reported; the error
@@ -215,7 +222,9 @@ func (t *apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := opOf(req.Context())
 	// A RoundTripper must not change the caller's request.
 	req = req.Clone(req.Context())
-	req.Header.Set("Accept", "application/json")
+	if req.Header.Get("Accept") == "" { // a watch asks for text/event-stream
+		req.Header.Set("Accept", "application/json")
+	}
 	if t.token != nil {
 		tok, err := t.token.Token()
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -21,6 +23,34 @@ const basePath = "/api/hyperfleet/v1"
 // MaxShards bounds --shard-count.
 const MaxShards = 1024
 
+// Sources of work (Config.Source). Every source feeds the same queue, and the poll runs under each: alone, it is
+// the source; beside a watch or NATS, it is the safety net that finds what an event could not tell (a lost message,
+// a report that grew older than ResyncAfter).
+const (
+	// SourceWatch lists what is pending, then watches the API's change feed from the list's position with the same
+	// filters (Server-Sent Events), resuming after a disconnect and listing again when the position has expired.
+	SourceWatch = "watch"
+	// SourceNATS consumes the change feed that hyperfleet-api relays to NATS JetStream, with a durable pull
+	// consumer per adapter, kind and shard.
+	SourceNATS = "nats"
+	// SourcePoll only polls.
+	SourcePoll = "poll"
+)
+
+// Defaults of the sources' settings.
+const (
+	// DefaultPollInterval is the poll's interval when it is the only source.
+	DefaultPollInterval = 5 * time.Second
+	// DefaultSafetyNetInterval is the poll's interval beside a watch or NATS.
+	DefaultSafetyNetInterval = 5 * time.Minute
+	// DefaultWatchIdleTimeout ends a watch that sent nothing, not even a heartbeat (the API sends one every 15 s by
+	// default), for this long: the connection is taken for dead and the watch resumes on a new one.
+	DefaultWatchIdleTimeout = time.Minute
+	// DefaultNATSStream and DefaultNATSSubjectPrefix are hyperfleet-api's relay defaults.
+	DefaultNATSStream        = "HYPERFLEET"
+	DefaultNATSSubjectPrefix = "hyperfleet"
+)
+
 // Config is what every adapter binary is configured with; AddFlags binds it to a command's flags.
 type Config struct {
 	// Adapter is the name the adapter reports under (its statuses' adapter field), e.g. "version-resolver".
@@ -29,8 +59,19 @@ type Config struct {
 	APIURL string
 	// TokenFile holds the bearer token for the API; empty for an API without authentication.
 	TokenFile string
-	// PollInterval is how often the poll source asks for pending resources.
+	// Source is where work comes from: SourceWatch (the default when empty), SourceNATS or SourcePoll.
+	Source string
+	// PollInterval is how often the poll asks for pending resources; 0 is DefaultPollInterval with SourcePoll and
+	// DefaultSafetyNetInterval with the others.
 	PollInterval time.Duration
+	// WatchIdleTimeout ends a silent watch connection (SourceWatch); 0 is DefaultWatchIdleTimeout. It must be
+	// longer than the API's --watch-heartbeat.
+	WatchIdleTimeout time.Duration
+	// NATSURL is the NATS server of SourceNATS, e.g. nats://127.0.0.1:4222.
+	NATSURL string
+	// NATSStream and NATSSubjectPrefix are where hyperfleet-api relays its change feed (its --events-nats-stream
+	// and subject prefix); empty is DefaultNATSStream and DefaultNATSSubjectPrefix.
+	NATSStream, NATSSubjectPrefix string
 	// ResyncAfter also polls resources last reported on longer ago than this; 0 polls only changes.
 	ResyncAfter time.Duration
 	// Workers reconcile in parallel; one key is never in two workers.
@@ -71,7 +112,7 @@ func DefaultOpsBindAddress(port string) string {
 // DefaultOpsBindAddress's.
 func Defaults(adapter string, opsAddr string) Config {
 	return Config{
-		Adapter: adapter, APIURL: "http://localhost:8000", PollInterval: 5 * time.Second,
+		Adapter: adapter, APIURL: "http://localhost:8000", Source: SourceWatch,
 		Workers: 8, ShardIndex: 0, ShardCount: 1, OpsBindAddress: opsAddr, ReconcileTimeout: 2 * time.Minute,
 		DrainTimeout: 30 * time.Second, BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax, PageSize: 500,
 	}
@@ -82,7 +123,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.APIURL, "api-url", c.APIURL, "hyperfleet-api address")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file holding the bearer token for the API, re-read when it changes (empty: no authentication)")
 	fs.StringVar(&c.Adapter, "adapter-name", c.Adapter, "name the adapter reports its statuses under")
-	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often to ask the API for pending resources")
+	fs.StringVar(&c.Source, "source", c.Source, "where work comes from: watch (the API's change feed), nats (its relay to NATS JetStream) or poll; the poll runs under each as a safety net")
+	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often to ask the API for pending resources (0: 5s with --source poll, 5m as the safety net of watch and nats)")
+	fs.DurationVar(&c.WatchIdleTimeout, "watch-idle-timeout", c.WatchIdleTimeout, "reconnect a watch that sent nothing for this long; longer than the API's --watch-heartbeat (0: 1m)")
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server of --source nats, e.g. nats://127.0.0.1:4222")
+	fs.StringVar(&c.NATSStream, "nats-stream", c.NATSStream, "JetStream stream hyperfleet-api relays its change feed to (empty: "+DefaultNATSStream+")")
+	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "subject prefix of the relayed events, <prefix>.<kind>.<type> (empty: "+DefaultNATSSubjectPrefix+")")
 	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
@@ -108,7 +154,13 @@ func (c *Config) Check() error {
 	if c.ShardCount < 1 || c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount {
 		errs = append(errs, fmt.Errorf("--shard-index %d must be in [0, --shard-count %d)", c.ShardIndex, c.ShardCount))
 	}
-	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--reconcile-timeout": c.ReconcileTimeout,
+	errs = append(errs, c.checkSource()...)
+	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--watch-idle-timeout": c.WatchIdleTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	for name, d := range map[string]time.Duration{"--reconcile-timeout": c.ReconcileTimeout,
 		"--drain-timeout": c.DrainTimeout, "backoff base": c.BackoffBase, "backoff max": c.BackoffMax} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))
@@ -127,4 +179,55 @@ func (c *Config) Check() error {
 		errs = append(errs, errors.New("page size must be 1–500"))
 	}
 	return errors.Join(errs...)
+}
+
+// natsName is a JetStream stream name, and a subject token of the prefix: no dots, wildcards or white space.
+var natsName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (c *Config) checkSource() []error {
+	var errs []error
+	switch c.Source {
+	case "", SourceWatch, SourcePoll:
+	case SourceNATS:
+		if u, err := url.Parse(c.NATSURL); err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--nats-url %q must be a nats:// or tls:// URL with --source nats", c.NATSURL))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--source %q must be watch, nats or poll", c.Source))
+	}
+	if c.NATSStream != "" && !natsName.MatchString(c.NATSStream) {
+		errs = append(errs, fmt.Errorf("--nats-stream %q must be letters, digits, _ and -", c.NATSStream))
+	}
+	if c.NATSSubjectPrefix != "" {
+		for _, token := range strings.Split(c.NATSSubjectPrefix, ".") {
+			if !natsName.MatchString(token) {
+				errs = append(errs, fmt.Errorf("--nats-subject-prefix %q must be dot-separated tokens of letters, digits, _ and -", c.NATSSubjectPrefix))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// withSourceDefaults returns c with the source's defaults in place of its zero values.
+func (c Config) withSourceDefaults() Config {
+	if c.Source == "" {
+		c.Source = SourceWatch
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultSafetyNetInterval
+		if c.Source == SourcePoll {
+			c.PollInterval = DefaultPollInterval
+		}
+	}
+	if c.WatchIdleTimeout == 0 {
+		c.WatchIdleTimeout = DefaultWatchIdleTimeout
+	}
+	if c.NATSStream == "" {
+		c.NATSStream = DefaultNATSStream
+	}
+	if c.NATSSubjectPrefix == "" {
+		c.NATSSubjectPrefix = DefaultNATSSubjectPrefix
+	}
+	return c
 }

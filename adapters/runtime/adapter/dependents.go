@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,25 +11,28 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Dependents makes a change in a resource of another kind re-queue the resources that name it, the way a
 // Kubernetes controller watches a secondary kind: when a resource of Kind changes, every live resource of the
-// controller's kind whose spec field Field holds that resource's name is queued within one poll interval, whatever it
-// was scheduled for. What counts as a change is either
+// controller's kind whose spec field Field holds that resource's name is queued, whatever it was scheduled for: as
+// soon as the change's event arrives (Config.Source watch or nats; the poll is then the safety net), or within one
+// poll interval (poll). What counts as a change is either
 //   - with Adapter set: Adapter's report on the referenced resource changing the value of any of DataKeys. The
 //     applier follows version-resolver's release_image so that a re-resolved VersionStream rolls its clusters at
 //     once rather than at their next re-check; or
 //   - without Adapter: the referenced resource's spec changing (its generation), e.g. a cluster's UpgradeSchedule.
 //
-// Finding the change costs one list of Kind per poll interval. With Adapter set, only resources whose aggregated
+// Finding the change costs one list of Kind per poll interval, plus one look per event of Kind (a watch brings the
+// resource with the event; a NATS message needs one read). With Adapter set, only resources whose aggregated
 // condition for Adapter moved have their report read: the API mirrors the report's Available condition there, and an
 // adapter whose data others follow names what it holds in that condition's message (as the version resolver names
 // the version). The resources that name a changed one are found by a search on the API
 // (`spec.<Field> = '<name>'`).
 //
-// Changes are seen from the first poll on: the first look at a resource only learns its state, because the
+// Changes are seen from the first list on: the first look at a resource only learns its state, because the
 // controller's own poll and re-check (Config.ResyncAfter) cover what changed while the adapter was not running.
 // What the source has seen is what Runner.Referenced answers, so reconcilers need not read it again.
 type Dependents struct {
@@ -64,14 +68,17 @@ func (d Dependents) check() error {
 	return nil
 }
 
-// dependentsSource is the poll-driven source of one Dependents of one controller, and the cache of what it saw.
+// dependentsSource follows the referenced kind of one Dependents of one controller (by list, and by events), and
+// is the cache of what it saw.
 type dependentsSource struct {
 	r       *Runner
 	primary *Kind
 	dep     Dependents
 
-	mu sync.Mutex
-	// seen holds, per referenced resource id, what the last poll saw of it; byName finds it by name.
+	// pass serializes the source's lists and events, which both compare with and update what it has seen.
+	pass sync.Mutex
+	mu   sync.Mutex
+	// seen holds, per referenced resource id, what the source last saw of it; byName finds it by name.
 	seen   map[string]*referenced
 	byName map[string]*referenced
 }
@@ -109,51 +116,146 @@ func (s *dependentsSource) lookup(name string) (Reference, bool) {
 	return ref.Reference, true
 }
 
+var (
+	_ source      = (*dependentsSource)(nil)
+	_ feedHandler = (*dependentsSource)(nil)
+)
+
 func (s *dependentsSource) poll(ctx context.Context) error {
+	_, err := s.list(ctx)
+	return err
+}
+
+func (s *dependentsSource) feedKind() *Kind { return s.dep.Kind }
+
+// watchQuery watches every resource of the referenced kind, with what look compares.
+func (s *dependentsSource) watchQuery() listQuery {
+	return listQuery{fields: referencedFields}
+}
+
+// referencedFields are what the source reads of a referenced resource.
+const referencedFields = "id,name,generation,status,spec,deleted_time"
+
+// list looks at every referenced resource, queues the dependents of those whose followed values changed, forgets
+// those that are gone, and returns the position of its first page.
+func (s *dependentsSource) list(ctx context.Context) (string, error) {
+	// One pass at a time, and no event while it runs: the pass forgets what its list did not show, which must not
+	// include a resource an event made known meanwhile.
+	s.pass.Lock()
+	defer s.pass.Unlock()
 	r := s.r
 	s.mu.Lock()
 	first := len(s.seen) == 0
 	s.mu.Unlock()
 	present := map[string]bool{}
-	queued, after := 0, ""
+	queued, after, position := 0, "", ""
 	for {
-		q := listQuery{fields: "id,name,generation,status,spec", size: r.cfg.PageSize, order: "id"}
-		if after != "" {
-			q.search = "id > '" + after + "'"
-		}
-		items, err := s.dep.Kind.ops.list(withOp(ctx, "list referenced"), r.api.client, "", q)
+		q := listQuery{fields: referencedFields, size: r.cfg.PageSize, order: "id", after: after}
+		page, err := s.dep.Kind.ops.list(withOp(ctx, "list referenced"), r.api.client, "", q)
 		if err != nil {
-			return s.failed(ctx, err)
+			return "", s.failed(ctx, err)
 		}
-		for i := range items {
-			present[items[i].ID] = true
-			n, err := s.look(ctx, &items[i])
+		if after == "" {
+			position = page.position
+		}
+		for i := range page.items {
+			present[page.items[i].ID] = true
+			n, err := s.look(ctx, &page.items[i])
 			if err != nil {
-				return s.failed(ctx, err)
+				return "", s.failed(ctx, err)
 			}
 			queued += n
 		}
-		if len(items) < r.cfg.PageSize {
+		if page.next == "" {
 			break
 		}
-		after = items[len(items)-1].ID
+		after = page.next
 	}
 	s.mu.Lock()
-	for id, ref := range s.seen {
+	for id := range s.seen {
 		if !present[id] {
-			delete(s.seen, id)
-			if s.byName[ref.Name] == ref {
-				delete(s.byName, ref.Name)
-			}
+			s.dropLocked(id)
 		}
 	}
 	known := len(s.seen)
 	s.mu.Unlock()
+	r.contact()
 	if queued > 0 || first {
 		r.log.Debug("dependents", slog.String("kind", s.primary.Name), slog.String("changed_kind", s.dep.Kind.Name),
 			slog.Int("referenced", known), slog.Int("queued", queued))
 	}
-	return nil
+	return position, nil
+}
+
+// handle looks at the resource an event is about, as list looks at each: a change of what is followed queues
+// the resources that name it; a removed resource is forgotten.
+func (s *dependentsSource) handle(ctx context.Context, e *feedEvent) error {
+	s.pass.Lock()
+	defer s.pass.Unlock()
+	id := e.Id.String()
+	if e.Type == api.WatchEventTypeRemoved {
+		s.drop(id)
+		return nil
+	}
+	var it listItem
+	switch {
+	case e.Object != nil:
+		var err error
+		if it, err = itemOf(s.dep.Kind, *e.Object); err != nil {
+			return err
+		}
+	case e.filtered:
+		// A watch sends an event without its resource when the resource is gone since.
+		s.drop(id)
+		return nil
+	default:
+		// NATS relays the event without the resource: read it as a list would show it.
+		page, err := s.dep.Kind.ops.list(withOp(ctx, "get referenced"), s.r.api.client, "",
+			listQuery{search: "id = '" + id + "'", fields: referencedFields, size: 1, includeDeleted: true})
+		if err != nil {
+			return err
+		}
+		if len(page.items) == 0 || page.items[0].Deleting {
+			s.drop(id) // the list hides a deleting resource too: it is gone as far as references go
+			return nil
+		}
+		it = page.items[0]
+	}
+	if it.Deleting {
+		s.drop(id)
+		return nil
+	}
+	_, err := s.look(ctx, &it)
+	return err
+}
+
+// drop forgets a referenced resource.
+func (s *dependentsSource) drop(id string) {
+	s.mu.Lock()
+	s.dropLocked(id)
+	s.mu.Unlock()
+}
+
+func (s *dependentsSource) dropLocked(id string) {
+	if ref, ok := s.seen[id]; ok {
+		delete(s.seen, id)
+		if s.byName[ref.Name] == ref {
+			delete(s.byName, ref.Name)
+		}
+	}
+}
+
+// itemOf reads a watch event's resource (a sparse projection) as a list item.
+func itemOf(kind *Kind, object map[string]any) (listItem, error) {
+	raw, err := json.Marshal(object)
+	if err != nil {
+		return listItem{}, fmt.Errorf("watch event of %s: %w", kind.Name, err)
+	}
+	var r api.SparseResource
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return listItem{}, fmt.Errorf("watch event of %s: the resource: %w", kind.Name, err)
+	}
+	return sparseItem(kind, &r), nil
 }
 
 func (s *dependentsSource) failed(ctx context.Context, err error) error {
@@ -164,7 +266,7 @@ func (s *dependentsSource) failed(ctx context.Context, err error) error {
 	return err
 }
 
-// look compares one referenced resource with what the last poll saw and queues its dependents when what is
+// look compares one referenced resource with what the source last saw and queues its dependents when what is
 // followed changed; it returns how many it queued.
 func (s *dependentsSource) look(ctx context.Context, it *listItem) (int, error) {
 	fingerprint := strconv.FormatInt(it.Generation, 10)
@@ -184,7 +286,7 @@ func (s *dependentsSource) look(ctx context.Context, it *listItem) (int, error) 
 		rep, err := s.r.api.Report(ctx, s.dep.Kind, "", it.ID, s.dep.Adapter)
 		if err != nil {
 			if errors.Is(err, ErrNotFound) {
-				return 0, nil // removed since the list: the next poll forgets it
+				return 0, nil // removed since it was read: its removed event or the next list forgets it
 			}
 			return 0, err
 		}
@@ -212,14 +314,13 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 	}
 	queued, after := 0, ""
 	for {
-		q := listQuery{search: "spec." + s.dep.Field + " = '" + name + "'", fields: "id,owner_references", size: r.cfg.PageSize, order: "id"}
-		if after != "" {
-			q.search += " and id > '" + after + "'"
-		}
-		items, err := s.primary.ops.list(withOp(ctx, "list dependents"), r.api.client, "", q)
+		q := listQuery{search: "spec." + s.dep.Field + " = '" + name + "'", fields: "id,owner_references", size: r.cfg.PageSize,
+			order: "id", after: after}
+		page, err := s.primary.ops.list(withOp(ctx, "list dependents"), r.api.client, "", q)
 		if err != nil {
 			return queued, err
 		}
+		items := page.items
 		for _, it := range items {
 			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
 				continue
@@ -227,10 +328,10 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 			r.queue.wake(it.Key)
 			queued++
 		}
-		if len(items) < r.cfg.PageSize {
+		if page.next == "" {
 			break
 		}
-		after = items[len(items)-1].ID
+		after = page.next
 	}
 	r.metrics.dependents.WithLabelValues(s.primary.Name, s.dep.Kind.Name).Add(float64(queued))
 	r.log.Info("a referenced resource changed: queued the resources that name it", slog.String("kind", s.primary.Name),

@@ -1,11 +1,13 @@
 // Package adapter is the shared runtime of HyperFleet's adapters (directory adapters/runtime; the package is
 // not called runtime so as not to shadow the standard library's).
 //
-// An adapter author writes a Reconciler. The runtime does the rest: it polls hyperfleet-api for the resources
-// the adapter must look at (`pending_for`, `resync_after`), feeds their keys through a work queue that never
-// hands one key to two workers, coalesces duplicates and backs off per key with jitter, fetches each resource
-// fresh before calling Reconcile or (for a deleting one) Finalize, and always posts exactly one status report per
-// reconcile, also when the reconciler fails or panics, so that nothing waits forever on a silent adapter.
+// An adapter author writes a Reconciler. The runtime does the rest: it lists the resources the adapter must look
+// at (`pending_for`, `resync_after`) and follows hyperfleet-api's change feed for more (a watch, or its relay to
+// NATS JetStream; Config.Source), with a slow poll as the safety net; it feeds their keys through a work queue that
+// never hands one key to two workers, coalesces duplicates and backs off per key with jitter, fetches each
+// resource fresh before calling Reconcile or (for a deleting one) Finalize, and always posts exactly one status
+// report per reconcile, also when the reconciler fails or panics, so that nothing waits forever on a silent
+// adapter.
 //
 // Around that it serves /healthz, /readyz and Prometheus /metrics, logs JSON with slog, splits the fleet between
 // replicas by a hash of the resource id (--shard-index, --shard-count), reads its bearer token from a file that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,8 +27,12 @@ type Kind struct {
 
 // kindOps are a kind's calls on the generated client.
 type kindOps struct {
-	// list returns a page of the kind's resources (every parent's, for a child kind, when parentID is empty).
-	list      func(ctx context.Context, c *api.ClientWithResponses, parentID string, q listQuery) ([]listItem, error)
+	// list returns a page of the kind's resources (every parent's, for a child kind, when parentID is empty) and
+	// the change feed position the page reflects.
+	list func(ctx context.Context, c *api.ClientWithResponses, parentID string, q listQuery) (listPage, error)
+	// watch opens the list as a watch (q.watch set) and returns the answer unread: a stream of Server-Sent
+	// Events, or a problem. Every parent's resources are watched for a child kind.
+	watch     func(ctx context.Context, c api.ClientInterface, q listQuery) (*http.Response, error)
 	get       func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error)
 	statuses  func(ctx context.Context, c *api.ClientWithResponses, r ref) ([]api.AdapterStatus, error)
 	putStatus func(ctx context.Context, c *api.ClientWithResponses, r ref, report api.AdapterStatusReport) error
@@ -42,12 +47,30 @@ type listQuery struct {
 	fields         string
 	size           int
 	includeDeleted bool
+	// after is the cursor of the page before (listPage.next).
+	after string
+	// watch turns the list into a watch starting after resourceVersion, or after lastEventID when resuming.
+	watch                        bool
+	resourceVersion, lastEventID string
+}
+
+// listPage is one page of a list: its items and the change feed position it reflects (empty from an API without a
+// change feed).
+type listPage struct {
+	items    []listItem
+	position string
+	// next is the cursor of the next page, empty on the last.
+	next string
 }
 
 // params returns q as the generated client's list parameters. Every kind's parameter struct has the same fields,
 // so this one converts to the others. The runtime always names the fields it reads, so answers are sparse pages.
 func (q listQuery) params() api.ListClustersParams {
-	p := api.ListClustersParams{Fields: ptr("id,owner_references")}
+	// The runtime never reads a total: not counting saves the API a query per page.
+	p := api.ListClustersParams{Fields: ptr("id,owner_references"), Count: ptr(false)}
+	if q.after != "" {
+		p.After = &q.after
+	}
 	if q.pendingFor != "" {
 		p.PendingFor = &q.pendingFor
 	}
@@ -68,6 +91,15 @@ func (q listQuery) params() api.ListClustersParams {
 	}
 	if q.includeDeleted {
 		p.IncludeDeleted = ptr(true)
+	}
+	if q.watch {
+		p.Watch = ptr(true)
+		if q.resourceVersion != "" {
+			p.ResourceVersion = &q.resourceVersion
+		}
+		if q.lastEventID != "" {
+			p.LastEventID = &q.lastEventID
+		}
 	}
 	return p
 }
@@ -107,27 +139,37 @@ func (m meta) object(kind *Kind, spec any) (*Object, error) {
 }
 
 // sparseItems reads a sparse page (the runtime always asks for fields); a full page means the server ignored them.
-func sparseItems(kind *Kind, page *api.SparseList) ([]listItem, error) {
+func sparseItems(kind *Kind, page *api.SparseList) (listPage, error) {
 	if page == nil {
-		return nil, fmt.Errorf("hyperfleet-api list %s: the answer is not a sparse page (%s)", kind.Plural, sparseMediaType)
+		return listPage{}, fmt.Errorf("hyperfleet-api list %s: the answer is not a sparse page (%s)", kind.Plural, sparseMediaType)
 	}
 	out := make([]listItem, len(page.Items))
 	for i := range page.Items {
-		r := &page.Items[i]
-		it := listItem{Key: Key{Kind: kind.Plural, ID: r.Id.String()}, Name: deref(r.Name), Generation: deref(r.Generation),
-			Deleting: r.DeletedTime != nil}
-		if r.OwnerReferences != nil {
-			it.ParentID = r.OwnerReferences.Id.String()
-		}
-		if r.Status != nil {
-			it.Conditions = conditionsOf(r.Status.Conditions)
-		}
-		if r.Spec != nil {
-			it.Spec = *r.Spec
-		}
-		out[i] = it
+		out[i] = sparseItem(kind, &page.Items[i])
 	}
-	return out, nil
+	return listPage{items: out, position: page.ResourceVersion, next: deref(page.Next)}, nil
+}
+
+// sparseItem reads one resource of a sparse page or of a watch event.
+func sparseItem(kind *Kind, r *api.SparseResource) listItem {
+	it := listItem{Key: Key{Kind: kind.Plural, ID: r.Id.String()}, Name: deref(r.Name), Generation: deref(r.Generation),
+		Deleting: r.DeletedTime != nil}
+	if r.OwnerReferences != nil {
+		it.ParentID = r.OwnerReferences.Id.String()
+	}
+	if r.Status != nil {
+		it.Conditions = conditionsOf(r.Status.Conditions)
+	}
+	if r.Spec != nil {
+		it.Spec = *r.Spec
+	}
+	return it
+}
+
+// acceptEventStream asks for a watch's answer as Server-Sent Events.
+func acceptEventStream(_ context.Context, req *http.Request) error {
+	req.Header.Set("Accept", "text/event-stream")
+	return nil
 }
 
 // sparseMediaType is the media type of a list answered with only the fields asked for.
@@ -140,16 +182,20 @@ func VersionStreams() *Kind {
 		return meta{id: v.Id, name: v.Name, generation: v.Generation, labels: v.Labels, deleted: v.DeletedTime, status: v.Status}
 	}
 	k.ops = kindOps{
-		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) ([]listItem, error) {
+		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) (listPage, error) {
 			p := api.ListVersionStreamsParams(q.params())
 			resp, err := c.ListVersionStreamsWithResponse(ctx, &p)
 			if err != nil {
-				return nil, sendFailed(ctx, err)
+				return listPage{}, sendFailed(ctx, err)
 			}
 			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
-				return nil, err
+				return listPage{}, err
 			}
 			return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
+		},
+		watch: func(ctx context.Context, c api.ClientInterface, q listQuery) (*http.Response, error) {
+			p := api.ListVersionStreamsParams(q.params())
+			return c.ListVersionStreams(ctx, &p, acceptEventStream)
 		},
 		get: func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error) {
 			resp, err := c.GetVersionStreamWithResponse(ctx, r.id)
@@ -189,16 +235,20 @@ func UpgradeSchedules() *Kind {
 		return meta{id: v.Id, name: v.Name, generation: v.Generation, labels: v.Labels, deleted: v.DeletedTime, status: v.Status}
 	}
 	k.ops = kindOps{
-		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) ([]listItem, error) {
+		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) (listPage, error) {
 			p := api.ListUpgradeSchedulesParams(q.params())
 			resp, err := c.ListUpgradeSchedulesWithResponse(ctx, &p)
 			if err != nil {
-				return nil, sendFailed(ctx, err)
+				return listPage{}, sendFailed(ctx, err)
 			}
 			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
-				return nil, err
+				return listPage{}, err
 			}
 			return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
+		},
+		watch: func(ctx context.Context, c api.ClientInterface, q listQuery) (*http.Response, error) {
+			p := api.ListUpgradeSchedulesParams(q.params())
+			return c.ListUpgradeSchedules(ctx, &p, acceptEventStream)
 		},
 		get: func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error) {
 			resp, err := c.GetUpgradeScheduleWithResponse(ctx, r.id)
@@ -238,16 +288,20 @@ func Clusters() *Kind {
 		return meta{id: v.Id, name: v.Name, generation: v.Generation, labels: v.Labels, deleted: v.DeletedTime, status: v.Status}
 	}
 	k.ops = kindOps{
-		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) ([]listItem, error) {
+		list: func(ctx context.Context, c *api.ClientWithResponses, _ string, q listQuery) (listPage, error) {
 			p := q.params()
 			resp, err := c.ListClustersWithResponse(ctx, &p)
 			if err != nil {
-				return nil, sendFailed(ctx, err)
+				return listPage{}, sendFailed(ctx, err)
 			}
 			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
-				return nil, err
+				return listPage{}, err
 			}
 			return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
+		},
+		watch: func(ctx context.Context, c api.ClientInterface, q listQuery) (*http.Response, error) {
+			p := q.params()
+			return c.ListClusters(ctx, &p, acceptEventStream)
 		},
 		get: func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error) {
 			resp, err := c.GetClusterWithResponse(ctx, r.id)
@@ -287,32 +341,36 @@ func NodePools() *Kind {
 		return meta{id: v.Id, parent: &v.OwnerReferences, name: v.Name, generation: v.Generation, labels: v.Labels, deleted: v.DeletedTime, status: v.Status}
 	}
 	k.ops = kindOps{
-		list: func(ctx context.Context, c *api.ClientWithResponses, parentID string, q listQuery) ([]listItem, error) {
+		list: func(ctx context.Context, c *api.ClientWithResponses, parentID string, q listQuery) (listPage, error) {
 			p := q.params()
 			if parentID == "" {
 				all := api.ListNodePoolsParams(p)
 				resp, err := c.ListNodePoolsWithResponse(ctx, &all)
 				if err != nil {
-					return nil, sendFailed(ctx, err)
+					return listPage{}, sendFailed(ctx, err)
 				}
 				if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
-					return nil, err
+					return listPage{}, err
 				}
 				return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
 			}
 			parent, err := uuid.Parse(parentID)
 			if err != nil {
-				return nil, fmt.Errorf("cluster id %q: %w", parentID, ErrNotFound)
+				return listPage{}, fmt.Errorf("cluster id %q: %w", parentID, ErrNotFound)
 			}
 			under := api.ListClusterNodePoolsParams(p)
 			resp, err := c.ListClusterNodePoolsWithResponse(ctx, parent, &under)
 			if err != nil {
-				return nil, sendFailed(ctx, err)
+				return listPage{}, sendFailed(ctx, err)
 			}
 			if err := check(ctx, resp.HTTPResponse, resp.Body); err != nil {
-				return nil, err
+				return listPage{}, err
 			}
 			return sparseItems(k, resp.ApplicationvndHyperfleetSparseJSON200)
+		},
+		watch: func(ctx context.Context, c api.ClientInterface, q listQuery) (*http.Response, error) {
+			p := api.ListNodePoolsParams(q.params())
+			return c.ListNodePools(ctx, &p, acceptEventStream)
 		},
 		get: func(ctx context.Context, c *api.ClientWithResponses, r ref) (*Object, error) {
 			resp, err := c.GetNodePoolWithResponse(ctx, r.parent, r.id)

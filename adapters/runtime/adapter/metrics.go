@@ -20,9 +20,30 @@ type metrics struct {
 	polls            *prometheus.CounterVec
 	dependents       *prometheus.CounterVec
 	lastPoll         prometheus.Gauge
+
+	// The event sources (watch, nats): what they received, how late, where they are, and how often they had to
+	// connect again or list again.
+	events       *prometheus.CounterVec
+	eventLag     *prometheus.HistogramVec
+	feedPosition *prometheus.GaugeVec
+	reconnects   *prometheus.CounterVec
+	relists      *prometheus.CounterVec
 }
 
-func newMetrics(reg *prometheus.Registry, adapter string, queueDepth func() float64) *metrics {
+// Reasons of a re-list (hyperfleet_adapter_relists_total).
+const (
+	relistStart   = "start"   // the source's first list
+	relistExpired = "expired" // the watch position fell behind the API's retention (410 HYPERFLEET-WAT-001)
+	relistFailed  = "failed"  // an event could not be handled, or a NATS consumer was created anew: the list finds what was missed
+)
+
+// gauges are values the metrics read when scraped.
+type gauges struct {
+	queueDepth    func() float64
+	cachedReports func() float64
+}
+
+func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r := prometheus.WrapRegistererWith(prometheus.Labels{"adapter": adapter}, reg)
 	m := &metrics{
@@ -55,12 +76,38 @@ func newMetrics(reg *prometheus.Registry, adapter string, queueDepth func() floa
 			Name: "hyperfleet_adapter_last_successful_poll_timestamp_seconds",
 			Help: "Unix time of the last poll that completed.",
 		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_events_received_total",
+			Help: "Change feed events received, by source (watch, nats), kind and event type.",
+		}, []string{"source", "kind", "type"}),
+		eventLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hyperfleet_adapter_event_lag_seconds",
+			Help:    "Time from a change's commit (the event's time) to its event reaching the adapter, by source.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"source"}),
+		feedPosition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_feed_position",
+			Help: "The change feed position (sequence number) a source last reached for a kind: a list's resource_version, then each event's.",
+		}, []string{"source", "kind"}),
+		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_source_reconnects_total",
+			Help: "Times a source connected again after its stream ended or failed (watch: resumed with Last-Event-ID; nats: a failed fetch), by source and kind.",
+		}, []string{"source", "kind"}),
+		relists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_relists_total",
+			Help: "Lists a source started from, by kind and reason: start (a watch's first), expired (410: the watch position fell behind retention), failed (an event could not be handled, or a NATS consumer was created anew).",
+		}, []string{"kind", "reason"}),
 	}
 	r.MustRegister(m.reconciles, m.reconcileSeconds, m.apiRequests, m.externalRequests, m.polls, m.dependents, m.lastPoll,
+		m.events, m.eventLag, m.feedPosition, m.reconnects, m.relists,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hyperfleet_adapter_queue_depth",
 			Help: "Keys waiting in the work queue (not counting delayed retries).",
-		}, queueDepth))
+		}, g.queueDepth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_cached_reports",
+			Help: "Resources whose last report this replica keeps (forgotten when the resource is removed).",
+		}, g.cachedReports))
 	return m
 }
 

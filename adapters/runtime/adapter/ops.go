@@ -8,16 +8,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// opsHandler serves /healthz (the poll loop is alive: a poll succeeded within three intervals, or the adapter
-// started less than that ago), /readyz (a poll has succeeded and the adapter is not draining) and /metrics.
+// opsHandler serves /healthz (the sources are alive: one heard from the API or NATS within healthWindow, or the
+// adapter started less than that ago), /readyz (pending work has been listed and the adapter is not draining) and
+// /metrics.
 func (r *Runner) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		limit := 3 * r.cfg.PollInterval
-		last := r.lastPoll.Load()
+		limit := r.healthWindow()
+		last := r.lastContact.Load()
 		now := r.clock.Now()
 		if (last == 0 && now.Sub(r.started) > limit) || (last != 0 && now.Sub(time.Unix(0, last)) > limit) {
-			http.Error(w, fmt.Sprintf("no successful poll of hyperfleet-api within %s", limit), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("no successful poll or event of the %s source within %s", r.cfg.Source, limit), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -26,8 +27,8 @@ func (r *Runner) opsHandler() http.Handler {
 		switch {
 		case r.stopping.Load():
 			http.Error(w, "draining", http.StatusServiceUnavailable)
-		case r.lastPoll.Load() == 0:
-			http.Error(w, "no successful poll yet", http.StatusServiceUnavailable)
+		case !r.listed.Load():
+			http.Error(w, "pending work not listed yet", http.StatusServiceUnavailable)
 		default:
 			_, _ = w.Write([]byte("ok\n"))
 		}

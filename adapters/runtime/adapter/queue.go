@@ -97,18 +97,20 @@ func newWorkQueue(limiter workqueue.TypedRateLimiter[Key], clk clock.WithTicker)
 	return &workQueue{TypedRateLimitingInterface: q, limiter: limiter, clock: clk, scheduled: map[Key]schedule{}, inflight: map[Key]int64{}}
 }
 
-// offer adds a key a poll found at generation, unless it is scheduled for later at that same generation (or
-// at an unknown one, after a failed fetch); it reports whether it was added. A new generation is always added
-// at once: a spec change must not wait for a re-check or a backoff.
+// offer adds a key a poll or an event found at generation, unless it is scheduled for later at that generation or
+// a newer one (or at an unknown one, after a failed fetch); it reports whether it was added. A new generation is
+// always added at once: a spec change must not wait for a re-check or a backoff. An older generation (an event
+// that arrives after the change it announced was seen) adds nothing.
 func (q *workQueue) offer(key Key, generation int64) bool {
 	q.mu.Lock()
 	s, ok := q.scheduled[key]
-	if ok && q.clock.Now().Before(s.at) && (s.generation == 0 || s.generation == generation) {
+	if ok && q.clock.Now().Before(s.at) && (s.generation == 0 || generation <= s.generation) {
 		q.mu.Unlock()
 		return false
 	}
-	// A worker already on this generation will report it; adding the key again would reconcile it twice.
-	if g, busy := q.inflight[key]; busy && (g == 0 || g == generation) {
+	// A worker already on this generation (or a newer one) will report it; adding the key again would reconcile
+	// it twice.
+	if g, busy := q.inflight[key]; busy && (g == 0 || generation <= g) {
 		q.mu.Unlock()
 		return false
 	}

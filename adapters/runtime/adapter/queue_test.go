@@ -181,6 +181,8 @@ func TestWorkQueue(t *testing.T) {
 		q.fetched(a, 1)
 		require.False(t, q.offer(a, 1), "the worker reports generation 1")
 		require.True(t, q.offer(a, 2), "a newer generation than the worker's is queued for after it")
+		q.fetched(a, 3)
+		require.False(t, q.offer(a, 2), "an event about an older generation than the worker's: the worker covers it")
 		q.finished(a)
 		require.True(t, q.offer(a, 1))
 	})
@@ -191,6 +193,8 @@ func TestWorkQueue(t *testing.T) {
 		require.False(t, q.offer(a, 1), "the same generation waits for its re-check")
 		require.True(t, q.offer(a, 2), "a spec change must not wait for the re-check")
 		require.Equal(t, 1, q.Len())
+		q.schedule(a, time.Minute, 3)
+		require.False(t, q.offer(a, 2), "a late event about an older generation waits for the re-check too")
 
 		q.schedule(b, time.Minute, 0)
 		require.False(t, q.offer(b, 7), "after a failed fetch the generation is unknown: the backoff holds")

@@ -28,6 +28,13 @@ func (c *reportCache) get(key Key) *Report {
 	return c.reports[key]
 }
 
+// len returns how many reports the cache holds.
+func (c *reportCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reports)
+}
+
 // forget drops key's report.
 func (c *reportCache) forget(key Key) {
 	c.mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
@@ -42,7 +44,11 @@ type Runner struct {
 	ops      net.Listener
 	started  time.Time
 
-	lastPoll atomic.Int64 // unix nanoseconds of the last poll that succeeded for every source; 0 before the first
+	// lastContact is when a source last heard from the API or NATS (unix nanoseconds; 0 before the first time):
+	// a poll or list that succeeded, a byte of a watch, a pull from NATS.
+	lastContact atomic.Int64
+	// listed is set once the pending work of a kind has been listed: by a poll, or by a watch before it watches.
+	listed   atomic.Bool
 	stopping atomic.Bool
 	// dependents are the running Dependents sources; set by Run before any worker starts, read-only after.
 	dependents []*dependentsSource
@@ -54,6 +60,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withSourceDefaults()
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -70,7 +77,10 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
 	r.reports = newReportCache()
-	r.metrics = newMetrics(r.registry, cfg.Adapter, func() float64 { return float64(r.queue.Len()) })
+	r.metrics = newMetrics(r.registry, cfg.Adapter, gauges{
+		queueDepth:    func() float64 { return float64(r.queue.Len()) },
+		cachedReports: func() float64 { return float64(r.reports.len()) },
+	})
 	var token *tokenFile
 	if cfg.TokenFile != "" {
 		var err error
@@ -97,9 +107,9 @@ func (r *Runner) OpsAddr() string { return r.ops.Addr().String() }
 func (r *Runner) API() *API { return r.api }
 
 // Referenced returns the live resource of kind named name as a Dependents source of this runner last saw it, with
-// the followed report data: at most one poll interval old, and updated before the resources naming it are
-// re-queued, so a reconcile that a change woke sees the change. ok is false when no Dependents follows kind or it
-// has not seen the name yet; read the API then.
+// the followed report data: as of its last event (or at most one poll interval old with the poll source), and
+// updated before the resources naming it are re-queued, so a reconcile that a change woke sees the change. ok is
+// false when no Dependents follows kind or it has not seen the name yet; read the API then.
 func (r *Runner) Referenced(kind *Kind, name string) (Reference, bool) {
 	for _, d := range r.dependents {
 		if d.dep.Kind.Plural == kind.Plural {
@@ -154,19 +164,21 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 			r.log.Error("ops server stopped", slog.Any("error", err))
 		}
 	}()
-	sources := make([]source, 0, len(controllers))
+	polls := make([]source, 0, len(controllers))
+	feeds := make([]feedHandler, 0, len(controllers))
 	kinds := make([]string, 0, len(controllers))
 	for _, c := range controllers {
 		kinds = append(kinds, c.Kind.Plural)
-		sources = append(sources, &pendingSource{r: r, kind: c.Kind})
+		pending := &pendingSource{r: r, kind: c.Kind}
+		polls, feeds = append(polls, pending), append(feeds, pending)
 		for _, dep := range c.Dependents {
 			d := newDependentsSource(r, c.Kind, dep)
 			r.dependents = append(r.dependents, d)
-			sources = append(sources, d)
+			polls, feeds = append(polls, d), append(feeds, d)
 		}
 	}
 	r.log.Info("adapter started", slog.String("api", r.cfg.APIURL), slog.Any("kinds", kinds), slog.Int("workers", r.cfg.Workers),
-		slog.Int("shard_index", r.cfg.ShardIndex), slog.Int("shard_count", r.cfg.ShardCount),
+		slog.Int("shard_index", r.cfg.ShardIndex), slog.Int("shard_count", r.cfg.ShardCount), slog.String("source", r.cfg.Source),
 		slog.Duration("poll_interval", r.cfg.PollInterval), slog.Duration("resync_after", r.cfg.ResyncAfter),
 		slog.String("ops", r.OpsAddr()))
 
@@ -178,7 +190,31 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 	for range r.cfg.Workers {
 		workers.Go(func() { r.work(workCtx, byKind) })
 	}
-	r.pollLoop(ctx, sources)
+	var events sync.WaitGroup
+	switch r.cfg.Source {
+	case SourceWatch:
+		// Each feed lists before it watches: that is the first poll, so the poll loop's first turn waits an interval.
+		for _, f := range feeds {
+			w := &watchSource{r: r, feed: f}
+			events.Go(func() { w.run(ctx) })
+		}
+		r.pollLoop(ctx, polls, false)
+	case SourceNATS:
+		nc, err := connectNATS(r.cfg, r.log)
+		if err != nil {
+			r.log.Error("cannot use NATS; polling only", slog.Any("error", err))
+			r.pollLoop(ctx, polls, true)
+			break
+		}
+		defer nc.Close()
+		if err := r.startNATS(ctx, nc, feeds, &events); err != nil {
+			r.log.Error("cannot use NATS; polling only", slog.Any("error", err))
+		}
+		r.pollLoop(ctx, polls, true)
+	default:
+		r.pollLoop(ctx, polls, true)
+	}
+	events.Wait()
 
 	r.stopping.Store(true)
 	r.log.Info("draining", slog.Duration("deadline", r.cfg.DrainTimeout))
@@ -232,10 +268,17 @@ type source interface {
 	poll(ctx context.Context) error
 }
 
-// pollLoop runs every source at once and then every interval until ctx ends.
-func (r *Runner) pollLoop(ctx context.Context, sources []source) {
+// pollLoop runs every source every interval until ctx ends, the first time at once when now is set.
+func (r *Runner) pollLoop(ctx context.Context, sources []source, now bool) {
 	ticker := r.clock.NewTicker(r.cfg.PollInterval)
 	defer ticker.Stop()
+	if !now {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
 	for {
 		failed := false
 		for _, s := range sources {
@@ -244,9 +287,7 @@ func (r *Runner) pollLoop(ctx context.Context, sources []source) {
 			}
 		}
 		if !failed {
-			now := r.clock.Now()
-			r.lastPoll.Store(now.UnixNano())
-			r.metrics.lastPoll.Set(float64(now.Unix()))
+			r.metrics.lastPoll.Set(float64(r.clock.Now().Unix()))
 		}
 		select {
 		case <-ctx.Done():
@@ -256,48 +297,33 @@ func (r *Runner) pollLoop(ctx context.Context, sources []source) {
 	}
 }
 
-// pendingSource pages through the pending resources of one kind in this replica's shard and offers their keys to
-// the queue. Pages go by id (keyset), so resources that stop being pending while it pages do not make it skip
-// others.
-type pendingSource struct {
-	r    *Runner
-	kind *Kind
-}
-
-func (s *pendingSource) poll(ctx context.Context) error {
-	r := s.r
-	added, seen, after := 0, 0, ""
-	for {
-		q := listQuery{pendingFor: r.cfg.Adapter, resyncAfter: r.cfg.ResyncAfter, includeDeleted: true,
-			fields: "id,generation,owner_references", size: r.cfg.PageSize, order: "id"}
-		if after != "" {
-			q.search = "id > '" + after + "'"
-		}
-		items, err := s.kind.ops.list(withOp(ctx, "list pending"), r.api.client, "", q)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.metrics.polls.WithLabelValues(s.kind.Name, "error").Inc()
-				r.log.Warn("poll failed", slog.String("kind", s.kind.Name), slog.Any("error", err))
-			}
-			return err
-		}
-		for _, it := range items {
-			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
-				continue
-			}
-			seen++
-			if r.queue.offer(it.Key, it.Generation) {
-				added++
-			}
-		}
-		if len(items) < r.cfg.PageSize {
-			break
-		}
-		after = items[len(items)-1].ID
+// startNATS starts a NATS source per kind that a feed follows. Each creates its consumer before it returns (or
+// fails to, and keeps trying in the background), so that the first poll, which runs after it, and the consumers
+// together miss nothing.
+func (r *Runner) startNATS(ctx context.Context, nc *nats.Conn, feeds []feedHandler, running *sync.WaitGroup) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("JetStream: %w", err)
 	}
-	r.metrics.polls.WithLabelValues(s.kind.Name, "success").Inc()
-	if added > 0 {
-		r.log.Debug("poll", slog.String("kind", s.kind.Name), slog.Int("pending", seen), slog.Int("queued", added))
+	byKind := map[string][]feedHandler{}
+	var order []*Kind
+	for _, f := range feeds {
+		k := f.feedKind()
+		if _, ok := byKind[k.Plural]; !ok {
+			order = append(order, k)
+		}
+		byKind[k.Plural] = append(byKind[k.Plural], f)
+	}
+	for _, k := range order {
+		s := newNATSSource(r, js, k, byKind[k.Plural])
+		// Bounded: an unreachable NATS must not hold back the poll, which works without it.
+		ensureCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.ensure(ensureCtx)
+		cancel()
+		if err != nil {
+			s.log.Warn("cannot consume relayed events yet; will retry (the poll goes on meanwhile)", slog.Any("error", err))
+		}
+		running.Go(func() { s.run(ctx) })
 	}
 	return nil
 }

@@ -25,15 +25,17 @@ const shardSample = 10
 // another --shard-count: the fleet would be split two ways, some resources reconciled twice and others never.
 // Changing the shard count therefore means stopping every replica first.
 func (r *Runner) checkShards(ctx context.Context, kind *Kind) error {
-	keys, err := kind.ops.list(withOp(ctx, "list recent"), r.api.client, "",
+	recent, err := kind.ops.list(withOp(ctx, "list recent"), r.api.client, "",
 		listQuery{size: shardSample, order: "updated_time desc", includeDeleted: true, fields: "id,owner_references"})
 	if err != nil {
 		// Not knowing is no reason to refuse: the API may be starting too. The poll will keep trying.
 		r.log.Warn("could not check other replicas' shard count", slog.Any("error", err))
 		return nil
 	}
-	window := max(3*r.cfg.PollInterval, r.cfg.ResyncAfter)
-	for _, key := range keys {
+	// A running replica reports a change within a few seconds (a poll of the poll source, or an event; the slow
+	// safety-net poll of the other sources must not widen the window) and a settled resource within ResyncAfter.
+	window := max(3*min(r.cfg.PollInterval, DefaultPollInterval), r.cfg.ResyncAfter)
+	for _, key := range recent.items {
 		st, err := r.api.status(withOp(ctx, "list statuses"), kind, key.ParentID, key.ID, r.cfg.Adapter)
 		if err != nil || st == nil || r.clock.Since(st.ObservedTime) > window {
 			continue

@@ -131,7 +131,14 @@ func TestConfigCheck(t *testing.T) {
 		{name: "ftp URL", mutate: func(c *Config) { c.APIURL = "ftp://api:8000" }, want: []string{"--api-url"}},
 		{name: "URL without scheme", mutate: func(c *Config) { c.APIURL = "localhost:8000" }, want: []string{"--api-url"}},
 		{name: "URL without host", mutate: func(c *Config) { c.APIURL = "http://" }, want: []string{"--api-url"}},
-		{name: "zero poll interval", mutate: func(c *Config) { c.PollInterval = 0 }, want: []string{"--poll-interval"}},
+		{name: "negative poll interval", mutate: func(c *Config) { c.PollInterval = -time.Second }, want: []string{"--poll-interval"}},
+		{name: "negative watch idle timeout", mutate: func(c *Config) { c.WatchIdleTimeout = -time.Second }, want: []string{"--watch-idle-timeout"}},
+		{name: "unknown source", mutate: func(c *Config) { c.Source = "kafka" }, want: []string{"--source \"kafka\""}},
+		{name: "nats without a URL", mutate: func(c *Config) { c.Source = SourceNATS }, want: []string{"--nats-url"}},
+		{name: "nats with an http URL", mutate: func(c *Config) { c.Source, c.NATSURL = SourceNATS, "http://127.0.0.1:4222" }, want: []string{"--nats-url"}},
+		{name: "stream name with a dot", mutate: func(c *Config) { c.NATSStream = "HYPER.FLEET" }, want: []string{"--nats-stream"}},
+		{name: "subject prefix with a wildcard", mutate: func(c *Config) { c.NATSSubjectPrefix = "hyperfleet.*" }, want: []string{"--nats-subject-prefix"}},
+		{name: "subject prefix with an empty token", mutate: func(c *Config) { c.NATSSubjectPrefix = "a..b" }, want: []string{"--nats-subject-prefix"}},
 		{name: "negative resync", mutate: func(c *Config) { c.ResyncAfter = -time.Second }, want: []string{"--resync-after"}},
 		{name: "zero workers", mutate: func(c *Config) { c.Workers = 0 }, want: []string{"--workers"}},
 		{name: "zero reconcile timeout", mutate: func(c *Config) { c.ReconcileTimeout = 0 }, want: []string{"--reconcile-timeout"}},
@@ -142,7 +149,7 @@ func TestConfigCheck(t *testing.T) {
 		{
 			name: "every problem at once",
 			mutate: func(c *Config) {
-				c.Adapter, c.ShardIndex, c.APIURL, c.PollInterval, c.ResyncAfter, c.Workers = "Bad!", 5, "ftp://x", 0, -1, 0
+				c.Adapter, c.ShardIndex, c.APIURL, c.PollInterval, c.ResyncAfter, c.Workers = "Bad!", 5, "ftp://x", -1, -1, 0
 			},
 			want: []string{"--adapter-name", "--shard-index 5", "--api-url", "--poll-interval", "--resync-after", "--workers"},
 		},
@@ -168,12 +175,41 @@ func TestConfigCheck(t *testing.T) {
 			func(c *Config) { c.ResyncAfter = time.Hour },
 			func(c *Config) { c.Adapter = strings.Repeat("a", 63) },
 			func(c *Config) { c.PageSize = 1 },
+			func(c *Config) { c.PollInterval = 0 }, // the source's default
+			func(c *Config) { c.Source = SourcePoll },
+			func(c *Config) { c.Source = "" },
+			func(c *Config) { c.Source, c.NATSURL = SourceNATS, "nats://127.0.0.1:4222" },
+			func(c *Config) { c.NATSStream, c.NATSSubjectPrefix = "HF_test-1", "hf.test-1" },
 		} {
 			c := valid()
 			mutate(&c)
 			require.NoError(t, c.Check())
 		}
 	})
+}
+
+func TestSourceDefaults(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		source string
+		poll   time.Duration
+	}{
+		{name: "default", cfg: Config{}, source: SourceWatch, poll: DefaultSafetyNetInterval},
+		{name: "poll alone polls often", cfg: Config{Source: SourcePoll}, source: SourcePoll, poll: DefaultPollInterval},
+		{name: "nats", cfg: Config{Source: SourceNATS}, source: SourceNATS, poll: DefaultSafetyNetInterval},
+		{name: "a set interval stays", cfg: Config{Source: SourcePoll, PollInterval: time.Minute}, source: SourcePoll, poll: time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.cfg.withSourceDefaults()
+			require.Equal(t, tt.source, got.Source)
+			require.Equal(t, tt.poll, got.PollInterval)
+			require.Equal(t, DefaultWatchIdleTimeout, got.WatchIdleTimeout)
+			require.Equal(t, DefaultNATSStream, got.NATSStream)
+			require.Equal(t, DefaultNATSSubjectPrefix, got.NATSSubjectPrefix)
+		})
+	}
 }
 
 func TestAPIServer(t *testing.T) {

@@ -1,0 +1,123 @@
+package adapter
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+)
+
+// pendingSource finds one kind's pending resources in this replica's shard and offers their keys to the queue: by
+// polling (keyset pages, following the API's next cursor, so that resources that stop being pending while it
+// pages do not make it skip others), and as the feedHandler of a watch or NATS source.
+type pendingSource struct {
+	r    *Runner
+	kind *Kind
+}
+
+var (
+	_ source      = (*pendingSource)(nil)
+	_ feedHandler = (*pendingSource)(nil)
+)
+
+func (s *pendingSource) poll(ctx context.Context) error {
+	_, err := s.list(ctx)
+	return err
+}
+
+func (s *pendingSource) feedKind() *Kind { return s.kind }
+
+// query is the list of pending work: what the adapter has not reported on at the current generation, a deleting
+// resource it has not finalized, or (with ResyncAfter) a report older than that.
+func (s *pendingSource) query() listQuery {
+	return listQuery{pendingFor: s.r.cfg.Adapter, resyncAfter: s.r.cfg.ResyncAfter, includeDeleted: true}
+}
+
+func (s *pendingSource) watchQuery() listQuery {
+	q := s.query()
+	q.fields = "id" // the event carries the key and the generation; the reconcile reads the resource fresh
+	return q
+}
+
+// list pages through the pending resources and offers those of this replica's shard; it returns the position of
+// its first page, which every later change is after.
+func (s *pendingSource) list(ctx context.Context) (string, error) {
+	r := s.r
+	added, seen, after, position := 0, 0, "", ""
+	for {
+		q := s.query()
+		q.fields, q.size, q.order, q.after = "id,generation,owner_references", r.cfg.PageSize, "id", after
+		page, err := s.kind.ops.list(withOp(ctx, "list pending"), r.api.client, "", q)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.metrics.polls.WithLabelValues(s.kind.Name, "error").Inc()
+				r.log.Warn("poll failed", slog.String("kind", s.kind.Name), slog.Any("error", err))
+			}
+			return "", err
+		}
+		if after == "" {
+			position = page.position
+		}
+		for _, it := range page.items {
+			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+				continue
+			}
+			seen++
+			if r.queue.offer(it.Key, it.Generation) {
+				added++
+			}
+		}
+		if page.next == "" {
+			break
+		}
+		after = page.next
+	}
+	r.metrics.polls.WithLabelValues(s.kind.Name, "success").Inc()
+	r.listed.Store(true)
+	r.contact()
+	if added > 0 {
+		r.log.Debug("poll", slog.String("kind", s.kind.Name), slog.Int("pending", seen), slog.Int("queued", added))
+	}
+	return position, nil
+}
+
+// handle offers an event's resource, when it is in this replica's shard and pending, or forgets a removed one.
+func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
+	r := s.r
+	key := e.key(s.kind)
+	if e.Type == api.WatchEventTypeRemoved {
+		r.forget(key)
+		return nil
+	}
+	if ShardOf(key.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+		return nil
+	}
+	if !e.filtered {
+		pending, err := s.pending(ctx, e, key)
+		if err != nil || !pending {
+			return err
+		}
+	}
+	r.queue.offer(key, e.Generation)
+	return nil
+}
+
+// pending decides what a watch's pending_for filter decides for an event that came unfiltered (NATS): whether
+// the adapter has work on the resource. Its own last report answers most events: an adapter's report at the event's
+// generation (its own, another adapter's) or a label change leave it with nothing to do. Otherwise the API is
+// asked, with the poll's filters, about this one resource.
+func (s *pendingSource) pending(ctx context.Context, e *feedEvent, key Key) (bool, error) {
+	switch e.Type {
+	case api.WatchEventTypeCreated, api.WatchEventTypeDeleting:
+		return true, nil // nobody has reported on a new generation yet
+	case api.WatchEventTypeUpdated, api.WatchEventTypeStatus, api.WatchEventTypeRemoved:
+		// Labels, or some adapter's report: pending only if this adapter has not reported at this generation.
+	}
+	if rep := s.r.reports.get(key); rep != nil && rep.ObservedGeneration >= e.Generation {
+		return false, nil
+	}
+	q := s.query()
+	q.search, q.fields, q.size = "id = '"+key.ID+"'", "id,owner_references", 1
+	page, err := s.kind.ops.list(withOp(ctx, "check pending"), s.r.api.client, "", q)
+	return len(page.items) > 0, err
+}

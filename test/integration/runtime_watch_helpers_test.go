@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/harness"
+)
+
+// restartableServer is an in-process hyperfleet-api that a test stops and starts again on the same loopback
+// address and database, as a rolled API pod comes back behind its service: a runtime pointed at it reconnects.
+type restartableServer struct {
+	tb        testing.TB
+	dsn, addr string
+	overrides server.Config
+	stopFn    func()
+}
+
+// startRestartable serves dsn (which startServerOn has seeded) on a loopback port and stops it when the test ends.
+// overrides takes RequiredAdapters, the change feed's retention and the NATS relay's settings.
+func startRestartable(tb testing.TB, dsn string, overrides server.Config) *restartableServer {
+	tb.Helper()
+	s := &restartableServer{tb: tb, dsn: dsn, addr: "127.0.0.1:0", overrides: overrides}
+	s.start()
+	tb.Cleanup(s.stop)
+	return s
+}
+
+// url is the API's address, for adapter.Config.APIURL.
+func (s *restartableServer) url() string { return "http://" + s.addr }
+
+func (s *restartableServer) start() {
+	s.tb.Helper()
+	require.Nil(s.tb, s.stopFn, "already running")
+	o := s.overrides
+	cfg := server.Config{
+		Env:            server.EnvIntegrationTesting,
+		APIBindAddress: s.addr, HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
+		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
+		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
+		DB:               server.DBConfig{URL: s.dsn, SSLMode: "disable", MaxOpenConns: 20},
+		RequiredAdapters: o.RequiredAdapters, Version: "test", Build: "test",
+		EventsMax: o.EventsMax, EventsRetention: o.EventsRetention, EventsCompactEvery: o.EventsCompactEvery,
+		WatchHeartbeat: o.WatchHeartbeat,
+		EventsNATSURL:  o.EventsNATSURL, EventsNATSStream: o.EventsNATSStream, EventsNATSSubjectPrefix: o.EventsNATSSubjectPrefix,
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if os.Getenv("HYPERFLEET_TEST_LOG") != "" {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("server", "restartable")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		require.NoError(s.tb, err)
+	}
+	s.addr = srv.APIAddr() // the port chosen the first time is kept for every restart
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	s.stopFn = func() {
+		cancel()
+		require.NoError(s.tb, <-done)
+	}
+}
+
+// stop drains and stops the server; the runtime's watch loses its connection.
+func (s *restartableServer) stop() {
+	if s.stopFn != nil {
+		s.stopFn()
+		s.stopFn = nil
+	}
+}
+
+// runtimeOn is runtimeConfig for an API the test does not reach through an apiServer: answers are still checked
+// against the contract.
+func runtimeOn(tb testing.TB, url, name string) adapter.Config {
+	tb.Helper()
+	cfg := adapter.Defaults(name, "127.0.0.1:0")
+	cfg.APIURL = url
+	cfg.Transport = harness.NewContract(tb).Transport(tb, http.DefaultTransport.(*http.Transport).Clone())
+	cfg.DrainTimeout = 5 * time.Second
+	cfg.BackoffBase = 50 * time.Millisecond
+	cfg.BackoffMax = time.Second
+	return cfg
+}
+
+// noPoll sets a poll interval no test waits for: whatever the runtime does, a source other than the poll did.
+func noPoll(c *adapter.Config) { c.PollInterval = 10 * time.Minute }
+
+// metricValue returns the value of one series of a runtime's /metrics, written as Prometheus does (labels sorted
+// by name), or 0 when the series is not there.
+func metricValue(tb testing.TB, runner *adapter.Runner, series string) float64 {
+	tb.Helper()
+	lines := bufio.NewScanner(strings.NewReader(scrape(tb, "http://"+runner.OpsAddr()+"/metrics")))
+	for lines.Scan() {
+		if value, ok := strings.CutPrefix(lines.Text(), series+" "); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			require.NoError(tb, err, series)
+			return v
+		}
+	}
+	return 0
+}
+
+// series names one series of the test adapter's metrics: name{adapter="test-adapter",<labels>}, labels given
+// sorted by name as "k=v".
+func series(name string, labels ...string) string {
+	parts := []string{`adapter="` + testAdapter + `"`}
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		parts = append(parts, k+`="`+v+`"`)
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// jetStream connects to the shared NATS server, failing the test with how to start it when it does not answer.
+func jetStream(tb testing.TB) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second))
+	if err != nil {
+		tb.Fatalf("NATS is not answering on %s (%v); start it with: start-stop-daemon --start --oknodo --background "+
+			"--exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server", natsURL, err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(tb, err)
+	_, err = js.AccountInfo(ctxFor(tb))
+	require.NoError(tb, err, "NATS answers on %s but without JetStream: start nats-server with -js", natsURL)
+	return js
+}
+
+// natsNames returns a stream name and a subject prefix of the test's own, since every test shares the server and
+// two streams may not take the same subjects.
+func natsNames(tb testing.TB) (stream, prefix string) {
+	tb.Helper()
+	var b [6]byte
+	_, err := rand.Read(b[:])
+	require.NoError(tb, err)
+	id := hex.EncodeToString(b[:])
+	return "HFTEST_" + id, "hftest" + id
+}
+
+// ownStream creates a JetStream stream as the API's relay does, under a name and prefix of the test's own, and
+// deletes it when the test ends.
+func ownStream(tb testing.TB, js jetstream.JetStream) (stream, prefix string) {
+	tb.Helper()
+	stream, prefix = natsNames(tb)
+	_, err := js.CreateStream(ctxFor(tb), jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
+		Duplicates: 2 * time.Minute, Storage: jetstream.MemoryStorage})
+	require.NoError(tb, err)
+	deleteStreamAtEnd(tb, js, stream)
+	return stream, prefix
+}
+
+// deleteStreamAtEnd deletes a stream (the relay's, or ownStream's) when the test ends.
+func deleteStreamAtEnd(tb testing.TB, js jetstream.JetStream, stream string) {
+	tb.Helper()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, stream); err != nil && !strings.Contains(err.Error(), "not found") {
+			tb.Errorf("delete stream %s: %v", stream, err)
+		}
+	})
+}
+
+// publishEvent publishes an event as the API's relay does: subject <prefix>.<kind>.<type>, the WatchEvent without
+// its object, the sequence as the message id.
+func publishEvent(tb testing.TB, js jetstream.JetStream, prefix string, e api.WatchEvent) {
+	tb.Helper()
+	publishTo(tb, js, prefix+"."+strings.ToLower(e.Kind)+"."+string(e.Type), e)
+}
+
+// publishTo publishes e (without its object) on subject, with its sequence as the message id.
+func publishTo(tb testing.TB, js jetstream.JetStream, subject string, e api.WatchEvent) {
+	tb.Helper()
+	e.Object = nil
+	data, err := json.Marshal(e)
+	require.NoError(tb, err)
+	publishRaw(tb, js, subject, string(data))
+}
+
+// publishRaw publishes data as it is.
+func publishRaw(tb testing.TB, js jetstream.JetStream, subject, data string) {
+	tb.Helper()
+	msg := nats.NewMsg(subject)
+	msg.Data = []byte(data)
+	_, err := js.PublishMsg(ctxFor(tb), msg)
+	require.NoError(tb, err)
+}
+
+// consumerSettled waits until the consumer has acknowledged (or terminated) every message the stream holds now:
+// whatever the runtime does about them, it has done, since it acknowledges after enqueueing. Every message of the
+// stream must be one the consumer takes.
+func consumerSettled(tb testing.TB, js jetstream.JetStream, stream, consumer string) {
+	tb.Helper()
+	st, err := js.Stream(ctxFor(tb), stream)
+	require.NoError(tb, err)
+	info, err := st.Info(ctxFor(tb))
+	require.NoError(tb, err)
+	last := info.State.LastSeq
+	eventually(tb, "consumer "+consumer+" to acknowledge every message", func() bool {
+		c, err := js.Consumer(ctxFor(tb), stream, consumer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctxFor(tb))
+		return err == nil && info.AckFloor.Stream >= last && info.NumAckPending == 0
+	})
+}
