@@ -69,6 +69,15 @@ func (c *deviceCache) invalidate() uint64 {
 
 func (c *deviceCache) load(ctx context.Context, gen uint64) (*snapshot, error) {
 	ch := c.group.DoChan(strconv.FormatUint(gen, 10), func() (any, error) {
+		// A caller that found no list may get here after another caller's flight for this generation ended
+		// (singleflight forgets a key once its flight returns): that flight's list serves it too.
+		c.mu.Lock()
+		if c.gen == gen && c.snap != nil && c.clock.Since(c.snap.taken) < c.ttl {
+			s := c.snap
+			c.mu.Unlock()
+			return s, nil
+		}
+		c.mu.Unlock()
 		// Not the caller's context: neither its cancellation nor its pass's send deadline may fail the others.
 		fetchCtx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 		defer cancel()
