@@ -39,8 +39,8 @@ type eventRow struct {
 // Events implements resource.EventLog.
 func (s *Store) Events(ctx context.Context, after int64, limit int) ([]resource.Event, error) {
 	var rows []eventRow
-	err := s.db.WithContext(ctx).Raw(`SELECT seq, time, type, kind, resource_id, parent_id, generation, version
-		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit).Scan(&rows).Error
+	err := rawScan(s.db.WithContext(ctx).Raw(`SELECT seq, time, type, kind, resource_id, parent_id, generation, version
+		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit), &rows)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -59,8 +59,8 @@ func (s *Store) Events(ctx context.Context, after int64, limit int) ([]resource.
 // where compaction got to.
 func (s *Store) Head(ctx context.Context) (int64, error) {
 	var head int64
-	err := s.db.WithContext(ctx).Raw(`SELECT greatest((SELECT coalesce(max(seq), 0) FROM events),
-		(SELECT compacted_through FROM event_feed WHERE id = 1))`).Scan(&head).Error
+	err := rawScan(s.db.WithContext(ctx).Raw(`SELECT greatest((SELECT coalesce(max(seq), 0) FROM events),
+		(SELECT compacted_through FROM event_feed WHERE id = 1))`), &head)
 	if err != nil {
 		return 0, fmt.Errorf("read the head of the change feed: %w", err)
 	}
@@ -70,7 +70,7 @@ func (s *Store) Head(ctx context.Context) (int64, error) {
 // CompactedThrough implements resource.EventLog.
 func (s *Store) CompactedThrough(ctx context.Context) (int64, error) {
 	var through int64
-	if err := s.db.WithContext(ctx).Raw(`SELECT compacted_through FROM event_feed WHERE id = 1`).Scan(&through).Error; err != nil {
+	if err := rawScan(s.db.WithContext(ctx).Raw(`SELECT compacted_through FROM event_feed WHERE id = 1`), &through); err != nil {
 		return 0, fmt.Errorf("read the change feed's retention: %w", err)
 	}
 	return through, nil

@@ -66,7 +66,7 @@ func (l *Leader) Lead(ctx context.Context, fn func(ctx context.Context) error) e
 // RelayPosition returns the last sequence the named relay had acknowledged, 0 for none.
 func (s *Store) RelayPosition(ctx context.Context, name string) (int64, error) {
 	var seq []int64
-	if err := s.db.WithContext(ctx).Raw("SELECT seq FROM event_relays WHERE name = ?", name).Scan(&seq).Error; err != nil {
+	if err := rawScan(s.db.WithContext(ctx).Raw("SELECT seq FROM event_relays WHERE name = ?", name), &seq); err != nil {
 		return 0, fmt.Errorf("read the position of relay %s: %w", name, err)
 	}
 	if len(seq) == 0 {

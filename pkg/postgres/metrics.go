@@ -69,7 +69,7 @@ func (c *PhaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), phaseCountTimeout)
 	defer cancel()
 	var rows []phaseCount
-	err := c.store.db.WithContext(ctx).Raw(c.query).Scan(&rows).Error
+	err := rawScan(c.store.db.WithContext(ctx).Raw(c.query), &rows)
 
 	c.mu.Lock()
 	if err == nil {

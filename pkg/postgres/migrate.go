@@ -242,7 +242,7 @@ var ErrSchemaOutdated = errors.New("database schema is not at this binary's vers
 // migration is SchemaVersion.
 func CheckSchema(ctx context.Context, db *gorm.DB) error {
 	var applied []string
-	err := db.WithContext(ctx).Raw("SELECT id FROM " + migrationsTable).Scan(&applied).Error
+	err := rawScan(db.WithContext(ctx).Raw("SELECT id FROM "+migrationsTable), &applied)
 	if err != nil {
 		// A fresh database has no bookkeeping table yet: that is "outdated", not a failure to report as such.
 		if isUndefinedTable(err) {

@@ -34,9 +34,9 @@ func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*res
 		args = append(args, parentID)
 	}
 	var rows []row
-	err := t.db.Raw(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
+	err := rawScan(t.db.Raw(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
 		reps AS (SELECT `+statusColumns+` FROM adapter_statuses WHERE resource_id = (SELECT id FROM res) ORDER BY adapter FOR UPDATE)
-		SELECT res.*, (SELECT coalesce(json_agg(reps ORDER BY adapter), '[]') FROM reps) AS reports FROM res`, args...).Scan(&rows).Error
+		SELECT res.*, (SELECT coalesce(json_agg(reps ORDER BY adapter), '[]') FROM reps) AS reports FROM res`, args...), &rows)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s %s and its reports: %w", d.Kind, id, err)
 	}
@@ -102,7 +102,7 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		Written int64
 		Version *int64
 	}
-	if err := t.db.Raw(sql+" "+final, args...).Scan(&outcome).Error; err != nil {
+	if err := rawScan(t.db.Raw(sql+" "+final, args...), &outcome); err != nil {
 		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
 	}
 	if len(outcome) != 1 || outcome[0].Written != 1 {

@@ -38,7 +38,7 @@ type requiredRow struct {
 // LoadRequiredAdapters returns the database's required adapters, or nil when none were ever set.
 func LoadRequiredAdapters(ctx context.Context, db *gorm.DB) (RequiredAdapters, error) {
 	var rows []requiredRow
-	if err := db.WithContext(ctx).Raw("SELECT kind, array_to_json(adapters) AS adapters FROM required_adapters").Scan(&rows).Error; err != nil {
+	if err := rawScan(db.WithContext(ctx).Raw("SELECT kind, array_to_json(adapters) AS adapters FROM required_adapters"), &rows); err != nil {
 		return nil, fmt.Errorf("read required adapters: %w", err)
 	}
 	if len(rows) == 0 {

@@ -59,7 +59,7 @@ func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatu
 		return out, nil
 	}
 	var rows []statusRow
-	err := tx.Raw("SELECT "+statusColumns+" FROM adapter_statuses WHERE resource_id IN ? ORDER BY resource_id, adapter", ids).Scan(&rows).Error
+	err := rawScan(tx.Raw("SELECT "+statusColumns+" FROM adapter_statuses WHERE resource_id IN ? ORDER BY resource_id, adapter", ids), &rows)
 	if err != nil {
 		return nil, fmt.Errorf("read statuses: %w", err)
 	}

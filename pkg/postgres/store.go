@@ -4,6 +4,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -179,7 +180,7 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing")
 	sql := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
 	var outcome struct{ Parents, Inserted, Missing int }
-	if err := s.db.WithContext(ctx).Raw(sql, args...).Scan(&outcome).Error; err != nil {
+	if err := rawScan(s.db.WithContext(ctx).Raw(sql, args...), &outcome); err != nil {
 		if sqlstate(err) == sqlstateUniqueViolation {
 			return nil, nameTaken(d, r.Name)
 		}
@@ -221,15 +222,19 @@ func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lo
 	if lock {
 		sql += " FOR UPDATE"
 	}
-	var rows []row
-	if err := tx.Raw(sql, args...).Scan(&rows).Error; err != nil {
+	var got *row
+	if _, err := scanRows(tx.Raw(sql, args...), d, false, func(w *row) error {
+		c := *w
+		got = &c
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("get %s %s: %w", d.Kind, id, err)
 	}
-	if len(rows) == 0 {
+	if got == nil {
 		return nil, resource.NotFound(d, id)
 	}
 	// Locked rows are about to be changed and re-aggregated, which needs typed conditions.
-	return rows[0].toResource(d, lock)
+	return got.toResource(d, lock)
 }
 
 // orderColumns are the fields a list may be ordered by; each has an index ending in id.
@@ -294,7 +299,7 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
 		page = s.db.WithContext(ctx).Table(d.Table).Select(cols).Where("id IN (?)", ids).Order(order)
 	}
-	n, last, err := s.eachRow(page, d, each)
+	n, last, err := s.eachRow(page, d, opts.Borrow, each)
 	if err != nil {
 		return out, err
 	}
@@ -320,45 +325,67 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 }
 
 // eachRow runs query and hands its rows to each one at a time, reading the next only once each has returned; it
-// returns how many it handed over.
-func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, each func(*resource.Resource) error) (int, *row, error) {
-	rows, err := query.Rows()
-	if err != nil {
-		return 0, nil, fmt.Errorf("list %s: %w", d.Kind, err)
-	}
-	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
-	n := 0
+// returns how many it handed over and the last one's keys. With borrow (ListOptions.Borrow) a resource's raw JSON
+// is the driver's buffer, valid only until each returns.
+func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, borrow bool, each func(*resource.Resource) error) (int, *row, error) {
 	var last row
-	for rows.Next() {
-		// Scanned by position, in columns(d)'s order: a page scans many rows, and GORM's scan by reflection costs
-		// more than the rest of reading one.
-		var w row
-		dest := []any{&w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
-			&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy}
-		if d.Parent != nil {
-			dest = append([]any{&w.ParentID}, dest...)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return n, nil, fmt.Errorf("list %s: %w", d.Kind, err)
-		}
+	n, err := scanRows(query, d, borrow, func(w *row) error {
 		r, err := w.toResource(d, false)
 		if err != nil {
-			return n, nil, err
+			return err
 		}
 		if err := each(r); err != nil {
-			return n, nil, err
+			return err
 		}
-		n++
 		// The next page's cursor needs only the keys, which are small.
 		last = row{ID: w.ID, Name: w.Name, Generation: w.Generation, CreatedTime: w.CreatedTime, UpdatedTime: w.UpdatedTime}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return n, nil, fmt.Errorf("list %s: %w", d.Kind, err)
 	}
 	if n == 0 {
 		return 0, nil, nil
 	}
 	return n, &last, nil
+}
+
+// scanRows runs query, which selects columns(d), and hands each row to fn, scanned by position: GORM's scan by
+// reflection costs more than the rest of reading a row. The row is reused: fn copies what it keeps. With borrow
+// its JSON columns are the driver's buffer, valid only until fn returns.
+func scanRows(query *gorm.DB, d *resource.Descriptor, borrow bool, fn func(*row) error) (int, error) {
+	rows, err := query.Rows()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
+	var (
+		w                   row
+		labels, spec, conds sql.RawBytes
+	)
+	dest := []any{&w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
+		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy}
+	if borrow {
+		dest[2], dest[3], dest[7] = &labels, &spec, &conds
+	}
+	if d.Parent != nil {
+		dest = append([]any{&w.ParentID}, dest...)
+	}
+	n := 0
+	for rows.Next() {
+		w = row{}
+		if err := rows.Scan(dest...); err != nil {
+			return n, err
+		}
+		if borrow {
+			w.Labels, w.Spec, w.Conditions = labels, spec, conds
+		}
+		if err := fn(&w); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
 }
 
 // nullableID is a parent id as a parameter: nil (SQL NULL) for a root kind.
@@ -393,3 +420,20 @@ func listColumns(d *resource.Descriptor, opts resource.ListOptions) (string, err
 
 // plainName is a property name that is safe in a text[] literal as it is.
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// rawScan is GORM's Scan without its trace: Scan records every statement for the logger with its arguments
+// formatted in (logger.ExplainSQL), whether or not anything is logged, which was ~7% of a status write's CPU.
+// Statements still go through GORM's callbacks and logger, which formats only what it logs.
+func rawScan(q *gorm.DB, dest any) error {
+	rows, err := q.Rows()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
+	if rows.Next() {
+		if err := q.ScanRows(rows, dest); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -100,7 +100,7 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 	// generation and deleting flag that make "pending" a single-row property of its reports (a no-op for them
 	// unless those changed).
 	var versions []int64
-	err = t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
+	err = rawScan(t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
 			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, version = version + 1
 			WHERE id = ? RETURNING id, version, generation),
 		copied AS (UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
@@ -110,7 +110,7 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 		SELECT version FROM saved`,
 		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
 		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting(),
-		string(event), d.Kind, nullableID(r.ParentID)).Scan(&versions).Error
+		string(event), d.Kind, nullableID(r.ParentID)), &versions)
 	if err != nil {
 		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
 	}

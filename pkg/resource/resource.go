@@ -65,6 +65,9 @@ type ListOptions struct {
 	After string
 	// NoCount skips counting the matches (ListResult.Counted false).
 	NoCount bool
+	// Borrow says each does not keep a resource's raw JSON (Spec, RawLabels, RawConditions) after it returns, so
+	// the store may hand it over in place rather than copy every row's (the bulk of a page's allocations).
+	Borrow bool
 	// WithoutInternal asks for specs without their internal fields, for callers who may not see them; only for
 	// a kind whose Spec.InternalPaths are ok.
 	WithoutInternal bool
