@@ -136,6 +136,10 @@ bench: build ## Load-test a running API (make run's, with a minted token): creat
 bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per request kind, and its CPU per request
 	BIN=$(BIN) test/bench/limit.sh
 
+.PHONY: bench-scale
+bench-scale: build ## Measure request latency at 1,000 and at 100,000 clusters (1,000,000 status rows), one client
+	BIN=$(BIN) test/bench/scale.sh
+
 .PHONY: generate
 generate: ## Regenerate pkg/api from openapi/openapi.yaml
 	go generate ./pkg/api/...

@@ -175,7 +175,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := streamPhases(ctx, cfg, client, record); err != nil {
 		return err
 	}
-	if slices.ContainsFunc([]string{"create", "get", "list", "search", "status", "settle", "poll"}, func(p string) bool { return cfg.phases[p] }) {
+	if slices.ContainsFunc([]string{"create", "get", "list", "walk", "search", "status", "settle", "poll"}, func(p string) bool { return cfg.phases[p] }) {
 		if err := clusterPhases(ctx, cfg, client, record); err != nil {
 			return err
 		}
@@ -219,6 +219,7 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 		op   func(ctx context.Context, i int) (answer, error)
 		n    int
 	}
+	cursors := make(chan string, cfg.concurrency)
 	all := []namedPhase{
 		// Read phases read the body but do not decode it: they measure the server, not this client's JSON.
 		{"get", func(ctx context.Context, _ int) (answer, error) {
@@ -226,6 +227,21 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 		}, cfg.requests},
 		{"list", func(ctx context.Context, _ int) (answer, error) {
 			return drain(client.ListClusters(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)})) //nolint:bodyclose // drain closes it
+		}, cfg.requests},
+		{"walk", func(ctx context.Context, _ int) (answer, error) {
+			// Each request continues a walk where an earlier one stopped (or starts one), by cursor and without
+			// counting: the way a client reads a whole large list, at any depth.
+			var after *string
+			select {
+			case c := <-cursors:
+				after = &c
+			default:
+			}
+			got, next, err := drainNext(client.ListClusters(ctx, &api.ListClustersParams{After: after, Count: ptr(false), Size: ptr(100)})) //nolint:bodyclose // drainNext closes it
+			if next != "" {
+				cursors <- next // never blocks: at most one per client in flight
+			}
+			return got, err
 		}, cfg.requests},
 		{"search", func(ctx context.Context, _ int) (answer, error) {
 			// One env in four matches a shard, so a quarter of searches return 100 clusters, the rest none.
@@ -397,6 +413,31 @@ func drain(resp *http.Response, err error) (answer, error) {
 		return answer{}, fmt.Errorf("read body: %w", err)
 	}
 	return answer{status: resp.StatusCode, code: problemCode(body)}, nil
+}
+
+// drainNext is drain for a list page, also returning the page's `next` cursor ("" on the last page). It finds
+// the cursor without decoding the page: the API writes `next` once, in the envelope after the items.
+func drainNext(resp *http.Response, err error) (answer, string, error) {
+	if err != nil {
+		return answer{}, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, "", fmt.Errorf("read body: %w", err)
+	}
+	if resp.StatusCode >= http.StatusBadRequest {
+		return answer{status: resp.StatusCode, code: problemCode(body)}, "", nil
+	}
+	next := ""
+	const key = `"next":"`
+	if i := bytes.LastIndex(body, []byte(key)); i >= 0 {
+		rest := body[i+len(key):]
+		if j := bytes.IndexByte(rest, '"'); j >= 0 {
+			next = string(rest[:j])
+		}
+	}
+	return answer{status: resp.StatusCode}, next, nil
 }
 
 // problemCode returns the code of a problem+json body, or "".

@@ -38,7 +38,7 @@ var (
 const envToken = "HYPERFLEET_TOKEN"
 
 // phaseOrder lists the phases in the order they run.
-const phaseOrder = "streams,resolved,create,get,list,search,status,settle,poll"
+const phaseOrder = "streams,resolved,create,get,list,walk,search,status,settle,poll"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -126,7 +126,7 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 	const clusters, requests = 30, 120
 	stdout, stderr, err := load(t, "--url", s.url, "--token-file", tokenFile, "--clusters", fmt.Sprint(clusters),
 		"--requests", fmt.Sprint(requests), "--concurrency", "4", "--prefix", "all", "--phase-limit", "1m",
-		"--phases", "create,get,list,search,status,settle,poll", "--metrics-url", s.metrics)
+		"--phases", "create,get,list,walk,search,status,settle,poll", "--metrics-url", s.metrics)
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 
 	got := phaseLines(t, stdout)
@@ -148,7 +148,7 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 		require.Positive(t, cpu, l.name)
 		require.NotEqual(t, "-", l.rss, l.name)
 	}
-	require.Equal(t, []string{"create", "get", "list", "search", "status", "settle", "poll"}, names, "stdout:\n%s", stdout)
+	require.Equal(t, []string{"create", "get", "list", "walk", "search", "status", "settle", "poll"}, names, "stdout:\n%s", stdout)
 
 	// The load did what it says: the clusters exist, and settle left load-a nothing pending.
 	list, err := s.admin.ListClustersWithResponse(t.Context(), &api.ListClustersParams{Search: ptr("name like 'all-%'")})
