@@ -111,8 +111,30 @@ func afterWhere(keys []orderKey, after string) (string, []any, error) {
 			vals[i] = c.Values[i]
 		}
 	}
+	same := true
+	for _, k := range keys {
+		same = same && k.desc == keys[0].desc
+	}
+	if same {
+		// A row comparison is an index range PostgreSQL seeks to; the OR spelled out below is not.
+		cols := make([]string, len(keys))
+		marks := make([]string, len(keys))
+		for i, k := range keys {
+			cols[i], marks[i] = k.col, "?"
+		}
+		op := " > "
+		if keys[0].desc {
+			op = " < "
+		}
+		return "(" + strings.Join(cols, ", ") + ")" + op + "(" + strings.Join(marks, ", ") + ")", vals, nil
+	}
+	// Mixed directions: the OR of the cases, behind a bound on the first key that the index can seek to.
+	first := keys[0].col + " >= ?"
+	if keys[0].desc {
+		first = keys[0].col + " <= ?"
+	}
 	var ors []string
-	var args []any
+	args := []any{vals[0]}
 	for i, k := range keys {
 		var ands []string
 		for j := range i {
@@ -127,5 +149,5 @@ func afterWhere(keys []orderKey, after string) (string, []any, error) {
 		args = append(args, vals[i])
 		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
 	}
-	return "(" + strings.Join(ors, " OR ") + ")", args, nil
+	return first + " AND (" + strings.Join(ors, " OR ") + ")", args, nil
 }
