@@ -3,6 +3,8 @@ package adapter
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
@@ -13,12 +15,20 @@ import (
 type pendingSource struct {
 	r    *Runner
 	kind *Kind
+	// rechecked is set once a list has offered every resource reported on before this process started: work a
+	// previous process left in progress (a device mid-reload, a control plane coming up) is looked at again at
+	// once rather than after ResyncAfter, as a controller's first list does.
+	rechecked atomic.Bool
 }
 
 var (
 	_ source      = (*pendingSource)(nil)
 	_ feedHandler = (*pendingSource)(nil)
 )
+
+// startupRecheck is the resync age of the first list: every report but those of the last second, which this
+// process made itself.
+const startupRecheck = time.Second
 
 func (s *pendingSource) poll(ctx context.Context) error {
 	_, err := s.list(ctx)
@@ -44,8 +54,12 @@ func (s *pendingSource) watchQuery() listQuery {
 func (s *pendingSource) list(ctx context.Context) (string, error) {
 	r := s.r
 	added, seen, after, position := 0, 0, "", ""
+	recheck := r.cfg.ResyncAfter > 0 && !s.rechecked.Load()
 	for {
 		q := s.query()
+		if recheck {
+			q.resyncAfter = startupRecheck
+		}
 		q.fields, q.size, q.order, q.after = "id,generation,owner_references", r.cfg.PageSize, "id", after
 		page, err := s.kind.ops.list(withOp(ctx, "list pending"), r.api.client, "", q)
 		if err != nil {
@@ -73,6 +87,9 @@ func (s *pendingSource) list(ctx context.Context) (string, error) {
 		after = page.next
 	}
 	r.metrics.polls.WithLabelValues(s.kind.Name, "success").Inc()
+	if recheck && s.rechecked.CompareAndSwap(false, true) {
+		r.log.Info("re-checking every resource of the shard once after start", slog.String("kind", s.kind.Name), slog.Int("queued", added))
+	}
 	r.listed.Store(true)
 	r.contact()
 	if added > 0 {
