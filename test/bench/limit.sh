@@ -27,34 +27,10 @@ for tool in pgbench psql; do
 done
 [ -x "$bin/hyperfleet-api" ] && [ -x "$bin/hyperfleet-load" ] || { say "ERROR: build first (make build)"; exit 1; }
 
-db=hf_limit_$$
-base=${pg%%\?*}
-base=${base%/*}
-query=${pg#*\?}
-[ "$query" = "$pg" ] && query=""
-url="$base/$db${query:+?$query}"
-work=$(mktemp -d)
-api_pid=""
-cleanup() {
-	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
-	psql -q "$pg" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-say "database $db on ${base#*@}; $clients clients, $clusters clusters, $requests requests per phase, pgbench ${seconds}s per statement"
-psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
-"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters 'cluster=load-a,load-b,load-c' 2>"$work/migrate.log" ||
-	{ cat "$work/migrate.log" >&2; exit 1; }
-"$bin/hyperfleet-api" serve --db-url "$url" --api-server-bindaddress "127.0.0.1:$api_port" \
-	--health-server-bindaddress "127.0.0.1:$health_port" --metrics-server-bindaddress "127.0.0.1:$metrics_port" \
-	--rate-limit 0 --log-level warn 2>"$work/api.log" &
-api_pid=$!
-for _ in $(seq 1 100); do
-	curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null && break
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null || { say "ERROR: the API did not get ready"; cat "$work/api.log" >&2; exit 1; }
+# shellcheck source=test/bench/api.sh
+. test/bench/api.sh
+start_api limit 'cluster=load-a,load-b,load-c'
+say "$clients clients, $clusters clusters, $requests requests per phase, pgbench ${seconds}s per statement"
 
 say "load: create, get, list, search, status through the API"
 "$bin/hyperfleet-load" --url "http://127.0.0.1:$api_port" --metrics-url "http://127.0.0.1:$metrics_port/metrics" \

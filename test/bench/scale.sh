@@ -25,34 +25,10 @@ command -v psql >/dev/null || { say "ERROR: psql is missing (apt-get install pos
 [ -x "$bin/hyperfleet-api" ] && [ -x "$bin/hyperfleet-load" ] || { say "ERROR: build first (make build)"; exit 1; }
 [ "$large" -gt "$small" ] || { say "ERROR: BENCH_LARGE ($large) must exceed BENCH_SMALL ($small)"; exit 1; }
 
-db=hf_scale_$$
-base=${pg%%\?*}
-base=${base%/*}
-query=${pg#*\?}
-[ "$query" = "$pg" ] && query=""
-url="$base/$db${query:+?$query}"
-work=$(mktemp -d)
-api_pid=""
-cleanup() {
-	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
-	psql -q "$pg" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-say "database $db on ${base#*@}; clusters requiring $adapters; $small then $large clusters; $requests requests per phase"
-psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
-"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters "cluster=$adapters" 2>"$work/migrate.log" ||
-	{ cat "$work/migrate.log" >&2; exit 1; }
-"$bin/hyperfleet-api" serve --db-url "$url" --api-server-bindaddress "127.0.0.1:$api_port" \
-	--health-server-bindaddress "127.0.0.1:$health_port" --metrics-server-bindaddress "127.0.0.1:$metrics_port" \
-	--rate-limit 0 --log-level warn 2>"$work/api.log" &
-api_pid=$!
-for _ in $(seq 1 100); do
-	curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null && break
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null || { say "ERROR: the API did not get ready"; cat "$work/api.log" >&2; exit 1; }
+# shellcheck source=test/bench/api.sh
+. test/bench/api.sh
+start_api scale "cluster=$adapters"
+say "clusters requiring $adapters; $small then $large clusters; $requests requests per phase"
 
 load() {
 	"$bin/hyperfleet-load" --url "http://127.0.0.1:$api_port" --metrics-url "http://127.0.0.1:$metrics_port/metrics" \

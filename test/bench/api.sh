@@ -1,0 +1,41 @@
+# Sourced by the bench scripts: start_api NAME REQUIRED creates a fresh database hf_NAME_<pid> on $pg, migrates it
+# with the REQUIRED adapters and serves $bin/hyperfleet-api on it (no auth, no rate limit) at $api_port, $health_port
+# and $metrics_port; the database, the API and $work go when the script exits. It sets url (the database's),
+# work (a scratch directory) and api_pid, and needs say() defined.
+
+start_api() {
+	local base query
+	db=hf_$1_$$
+	base=${pg%%\?*}
+	base=${base%/*}
+	query=${pg#*\?}
+	[ "$query" = "$pg" ] && query=""
+	url="$base/$db${query:+?$query}"
+	work=$(mktemp -d)
+	api_pid=""
+	trap stop_api EXIT
+
+	say "database $db on ${base#*@}"
+	psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
+	"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters "$2" 2>"$work/migrate.log" ||
+		{ cat "$work/migrate.log" >&2; exit 1; }
+	"$bin/hyperfleet-api" serve --db-url "$url" --api-server-bindaddress "127.0.0.1:$api_port" \
+		--health-server-bindaddress "127.0.0.1:$health_port" --metrics-server-bindaddress "127.0.0.1:$metrics_port" \
+		--rate-limit 0 --log-level warn 2>"$work/api.log" &
+	api_pid=$!
+	for _ in $(seq 1 100); do
+		curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null && return 0
+		sleep 0.1
+	done
+	say "ERROR: the API did not get ready"
+	cat "$work/api.log" >&2
+	exit 1
+}
+
+# stop_api stops the API (when it runs) and drops the database.
+stop_api() {
+	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
+	api_pid=""
+	psql -q "$pg" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
