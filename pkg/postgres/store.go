@@ -178,9 +178,9 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 		missing = fmt.Sprintf("CASE WHEN NOT EXISTS (SELECT 1 FROM ref%d) THEN %d ELSE %s END", i, i, missing)
 	}
 	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing")
-	sql := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
+	stmt := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
 	var outcome struct{ Parents, Inserted, Missing int }
-	if err := rawScan(s.db.WithContext(ctx).Raw(sql, args...), &outcome); err != nil {
+	if err := rawScan(s.db.WithContext(ctx).Raw(stmt, args...), &outcome); err != nil {
 		if sqlstate(err) == sqlstateUniqueViolation {
 			return nil, nameTaken(d, r.Name)
 		}
@@ -213,17 +213,17 @@ func (s *Store) Get(ctx context.Context, d *resource.Descriptor, parentID, id st
 
 func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lock bool) (*resource.Resource, error) {
 	// Plain SQL: this runs on every read and every write, and GORM's query builder costs more than the query.
-	sql := "SELECT " + columns(d) + " FROM " + d.Table + " WHERE id = ?"
+	stmt := "SELECT " + columns(d) + " FROM " + d.Table + " WHERE id = ?"
 	args := []any{id}
 	if parentID != "" {
-		sql += " AND parent_id = ?"
+		stmt += " AND parent_id = ?"
 		args = append(args, parentID)
 	}
 	if lock {
-		sql += " FOR UPDATE"
+		stmt += " FOR UPDATE"
 	}
 	var got *row
-	if _, err := scanRows(tx.Raw(sql, args...), d, false, func(w *row) error {
+	if _, err := scanRows(tx.Raw(stmt, args...), d, false, func(w *row) error {
 		c := *w
 		got = &c
 		return nil

@@ -105,6 +105,21 @@ func runtimeOn(tb testing.TB, url, name string) adapter.Config {
 // noPoll sets a poll interval no test waits for: whatever the runtime does, a source other than the poll did.
 func noPoll(c *adapter.Config) { c.PollInterval = 10 * time.Minute }
 
+// watchStreams runs a runtime that hears of version streams through the API at url only by its watch (noPoll) and
+// counts its reconciles in rec, and waits until it has reconciled the seeded default stream.
+func watchStreams(t *testing.T, url string, rec *tally) *adapter.Runner {
+	t.Helper()
+	cfg := runtimeOn(t, url, testAdapter)
+	noPoll(&cfg)
+	runner, err := adapter.New(cfg, testLogger())
+	require.NoError(t, err)
+	runInBackground(t, func(ctx context.Context) error {
+		return runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: rec})
+	})
+	eventually(t, "the default stream reconciled", func() bool { return rec.count(defaultStream) == 1 })
+	return runner
+}
+
 // metricValue returns the value of one series of a runtime's /metrics, written as Prometheus does (labels sorted
 // by name), or 0 when the series is not there.
 func metricValue(tb testing.TB, runner *adapter.Runner, series string) float64 {

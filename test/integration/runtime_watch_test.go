@@ -102,14 +102,7 @@ func TestWatchSourceResumesAfterTheAPIRestarts(t *testing.T) {
 	s := startServerWith(t, required) // the test's own way in, and a second API on the database
 	restarted := startRestartable(t, s.dsn, server.Config{RequiredAdapters: required})
 	rec := newTally()
-	cfg := runtimeOn(t, restarted.url(), testAdapter)
-	noPoll(&cfg)
-	runner, err := adapter.New(cfg, testLogger())
-	require.NoError(t, err)
-	runInBackground(t, func(ctx context.Context) error {
-		return runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: rec})
-	})
-	eventually(t, "the default stream reconciled", func() bool { return rec.count(defaultStream) == 1 })
+	runner := watchStreams(t, restarted.url(), rec)
 
 	restarted.stop()
 	away := []string{"while-away-1", "while-away-2", "while-away-3"}
@@ -139,14 +132,7 @@ func TestWatchSourceListsAgainWhenItsPositionExpired(t *testing.T) {
 	s := startServerOn(t, harness.NewDatabase(t), overrides)
 	restarted := startRestartable(t, s.dsn, overrides)
 	rec := newTally()
-	cfg := runtimeOn(t, restarted.url(), testAdapter)
-	noPoll(&cfg)
-	runner, err := adapter.New(cfg, testLogger())
-	require.NoError(t, err)
-	runInBackground(t, func(ctx context.Context) error {
-		return runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: rec})
-	})
-	eventually(t, "the default stream reconciled", func() bool { return rec.count(defaultStream) == 1 })
+	runner := watchStreams(t, restarted.url(), rec)
 	position := metricValue(t, runner, series("hyperfleet_adapter_feed_position", "kind=VersionStream", "source=watch"))
 
 	restarted.stop()
