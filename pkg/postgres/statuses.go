@@ -92,27 +92,6 @@ func finalizedGeneration(st *resource.AdapterStatus) int64 {
 	return 0
 }
 
-func putStatus(tx *gorm.DB, d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus) error {
-	conds, err := json.Marshal(st.Conditions)
-	if err != nil {
-		return fmt.Errorf("encode conditions: %w", err)
-	}
-	err = tx.Exec(`INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions, data,
-			metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (resource_id, adapter) DO UPDATE SET observed_generation = EXCLUDED.observed_generation,
-			observed_time = EXCLUDED.observed_time, conditions = EXCLUDED.conditions, data = EXCLUDED.data,
-			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
-			resource_generation = EXCLUDED.resource_generation, resource_deleting = EXCLUDED.resource_deleting,
-			finalized_generation = EXCLUDED.finalized_generation`,
-		st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conds, []byte(st.Data),
-		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)).Error
-	if err != nil {
-		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
-	}
-	return nil
-}
-
 // pendingFor narrows a list to what adapter must look at. For a required adapter every resource has a row, so
 // the partial index of pending rows and the report-time index answer it; they are asked separately (UNION ALL)
 // and turned into an id array first (an InitPlan), because otherwise the planner may walk the fleet in list order

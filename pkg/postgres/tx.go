@@ -125,10 +125,6 @@ func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, e
 	return readStatuses(t.db, ids)
 }
 
-func (t *txStore) PutStatus(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus) error {
-	return putStatus(t.db, d, r, st)
-}
-
 // Remove implements resource.Tx: a removed event for each resource of the subtree, deepest first, then the
 // reports of the whole subtree (they have no foreign key, as they serve every kind), then the row, whose
 // descendants go with it by ON DELETE CASCADE.

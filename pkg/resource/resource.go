@@ -87,9 +87,3 @@ type OrderBy struct {
 	Field string
 	Desc  bool
 }
-
-// Page is one page of a list.
-type Page struct {
-	Items []Resource
-	Total int64
-}

@@ -65,8 +65,6 @@ type Tx interface {
 	Save(d *Descriptor, r *Resource, event EventType) error
 	// Statuses returns the stored reports of the given resources by resource id, each ordered by adapter.
 	Statuses(ids []string) (map[string][]AdapterStatus, error)
-	// PutStatus inserts or replaces the report of st.Adapter about r.
-	PutStatus(d *Descriptor, r *Resource, st *AdapterStatus) error
 	// LockReports locks the resource (CodeNotFound, also when parentID is set and is not its parent) and the
 	// reports about it, and returns both as they are once locked: one round trip for a status write's reads.
 	LockReports(d *Descriptor, parentID, id string) (*Resource, []AdapterStatus, error)
