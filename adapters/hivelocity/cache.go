@@ -42,13 +42,12 @@ type deviceCache struct {
 // get returns the shared list if it is younger than the TTL, and otherwise a new one.
 func (c *deviceCache) get(ctx context.Context) (*snapshot, error) {
 	c.mu.Lock()
-	if c.snap != nil && c.clock.Since(c.snap.taken) < c.ttl {
-		s := c.snap
-		c.mu.Unlock()
+	gen := c.gen
+	s := c.freshLocked(gen)
+	c.mu.Unlock()
+	if s != nil {
 		return s, nil
 	}
-	gen := c.gen
-	c.mu.Unlock()
 	return c.load(ctx, gen)
 }
 
@@ -67,17 +66,24 @@ func (c *deviceCache) invalidate() uint64 {
 	return c.gen
 }
 
+// freshLocked returns the shared list when it is of generation gen and younger than the TTL; c.mu is held.
+func (c *deviceCache) freshLocked(gen uint64) *snapshot {
+	if c.gen == gen && c.snap != nil && c.clock.Since(c.snap.taken) < c.ttl {
+		return c.snap
+	}
+	return nil
+}
+
 func (c *deviceCache) load(ctx context.Context, gen uint64) (*snapshot, error) {
 	ch := c.group.DoChan(strconv.FormatUint(gen, 10), func() (any, error) {
 		// A caller that found no list may get here after another caller's flight for this generation ended
 		// (singleflight forgets a key once its flight returns): that flight's list serves it too.
 		c.mu.Lock()
-		if c.gen == gen && c.snap != nil && c.clock.Since(c.snap.taken) < c.ttl {
-			s := c.snap
-			c.mu.Unlock()
+		s := c.freshLocked(gen)
+		c.mu.Unlock()
+		if s != nil {
 			return s, nil
 		}
-		c.mu.Unlock()
 		// Not the caller's context: neither its cancellation nor its pass's send deadline may fail the others.
 		fetchCtx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 		defer cancel()
@@ -86,7 +92,7 @@ func (c *deviceCache) load(ctx context.Context, gen uint64) (*snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &snapshot{devices: devices, taken: taken}
+		s = &snapshot{devices: devices, taken: taken}
 		c.mu.Lock()
 		if c.gen == gen {
 			c.snap = s

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/gorilla/mux"
 
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
@@ -56,34 +58,15 @@ func (k *kindHandler) route(action auth.Action, h http.HandlerFunc) http.Handler
 	})
 }
 
+// canonicalID accepts exactly the textual form the API sends (36 characters: uuid.Parse alone also takes braces,
+// a urn:uuid: prefix and no hyphens), in either case, and returns it in lower case.
 func canonicalID(raw string, d *resource.Descriptor) (string, error) {
-	if !isUUID(raw) {
+	id, err := uuid.Parse(raw)
+	if err != nil || len(raw) != 36 {
 		param := strings.ToLower(d.Kind) + "_id"
 		return "", &resource.Error{Code: resource.CodeMalformedID,
 			Message: fmt.Sprintf("%s %q is not a UUID (8-4-4-4-12 hexadecimal digits)", param, raw),
 			Fields:  []resource.FieldError{{Field: param, Message: "must be a UUID"}}}
 	}
-	return strings.ToLower(raw), nil
-}
-
-// isUUID accepts exactly the textual form the API sends, in either case.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			isHex := '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-			if !isHex {
-				return false
-			}
-		}
-	}
-	return true
+	return id.String(), nil
 }

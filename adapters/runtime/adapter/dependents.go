@@ -215,14 +215,14 @@ func (s *dependentsSource) handle(ctx context.Context, e *feedEvent) error {
 		if err != nil {
 			return err
 		}
-		if len(page.items) == 0 || page.items[0].Deleting {
-			s.drop(id) // the list hides a deleting resource too: it is gone as far as references go
+		if len(page.items) == 0 {
+			s.drop(id)
 			return nil
 		}
 		it = page.items[0]
 	}
 	if it.Deleting {
-		s.drop(id)
+		s.drop(id) // a list hides a deleting resource: it is gone as far as references go
 		return nil
 	}
 	_, err := s.look(ctx, &it)

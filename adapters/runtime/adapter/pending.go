@@ -124,12 +124,11 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 // generation (its own, another adapter's) or a label change leave it with nothing to do. Otherwise the API is
 // asked, with the poll's filters, about this one resource.
 func (s *pendingSource) pending(ctx context.Context, e *feedEvent, key Key) (bool, error) {
-	switch e.Type {
-	case api.WatchEventTypeCreated, api.WatchEventTypeDeleting:
+	if e.Type == api.WatchEventTypeCreated || e.Type == api.WatchEventTypeDeleting {
 		return true, nil // nobody has reported on a new generation yet
-	case api.WatchEventTypeUpdated, api.WatchEventTypeStatus, api.WatchEventTypeRemoved:
-		// Labels, or some adapter's report: pending only if this adapter has not reported at this generation.
 	}
+	// Labels, or some adapter's report (removed events never get here): pending only if this adapter has not
+	// reported at this generation.
 	if rep := s.r.reports.get(key); rep != nil && rep.ObservedGeneration >= e.Generation {
 		return false, nil
 	}
