@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
+
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -61,7 +63,7 @@ func LoadOrCreateDevIssuer(dir string) (*DevIssuer, error) {
 	// The JWK Set is derived from the key, so it is rewritten (atomically) whenever it is missing or disagrees, e.g.
 	// after someone replaced the key by hand.
 	if old, err := os.ReadFile(jwksPath); err != nil || !bytes.Equal(old, jwks) {
-		if err := writeAtomic(jwksPath, jwks, 0o644); err != nil {
+		if err := atomicfile.WriteFile(jwksPath, jwks, 0o644); err != nil {
 			return nil, fmt.Errorf("dev issuer: write %s: %w", jwksPath, err)
 		}
 	}
@@ -144,7 +146,7 @@ func createDevKey(path string) (*ecdsa.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode key: %w", err)
 	}
-	tmp, err := writeTemp(filepath.Dir(path), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	tmp, err := atomicfile.WriteTemp(filepath.Dir(path), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("write key: %w", err)
 	}
@@ -187,41 +189,4 @@ func devJWKS(pub *ecdsa.PublicKey) (kid string, jwks []byte, err error) {
 		return "", nil, fmt.Errorf("encode JWK Set: %w", err)
 	}
 	return kid, append(jwks, '\n'), nil
-}
-
-// writeAtomic replaces path with data, so that a Verifier reading it concurrently sees the old or the new file.
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := writeTemp(filepath.Dir(path), data, perm)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-// writeTemp writes data to a new file in dir with mode perm and returns its name.
-func writeTemp(dir string, data []byte, perm os.FileMode) (string, error) {
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return "", err
-	}
-	name := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return "", err
-	}
-	return name, nil
 }

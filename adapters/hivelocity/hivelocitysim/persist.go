@@ -8,9 +8,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
 )
 
 // ErrInvalidState is returned by Restore and LoadState for a state they cannot accept.
@@ -123,7 +124,7 @@ func (f *StateFile) Save() error {
 	if err != nil {
 		return fmt.Errorf("hivelocitysim: state: %w", err)
 	}
-	if err := writeFileAtomic(f.path, append(data, '\n')); err != nil {
+	if err := atomicfile.WriteFile(f.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("hivelocitysim: state: %w", err)
 	}
 	return nil
@@ -163,26 +164,3 @@ func (h *heldResponse) Header() http.Header { return h.header }
 func (h *heldResponse) WriteHeader(status int) { h.status = status }
 
 func (h *heldResponse) Write(p []byte) (int, error) { return h.body.Write(p) }
-
-// writeFileAtomic replaces path with data through a temporary file in the same directory.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return nil
-}

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
 )
 
 // ErrInvalidJournal is wrapped by OpenJournal when the file holds something other than a journal.
@@ -90,32 +91,9 @@ func (j *Journal) Record(e JournalEntry) error {
 	if err != nil {
 		return fmt.Errorf("cincinnatisim: journal: %w", err)
 	}
-	if err := writeFileAtomic(j.path, append(data, '\n')); err != nil {
+	if err := atomicfile.WriteFile(j.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("cincinnatisim: journal: %w", err)
 	}
 	j.entries = entries
-	return nil
-}
-
-// writeFileAtomic replaces path with data through a temporary file in the same directory.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
 	return nil
 }
