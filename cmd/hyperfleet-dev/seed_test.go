@@ -18,29 +18,18 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
 // startAPI serves a fresh database on loopback until the test ends and returns a client for it.
 func startAPI(t *testing.T) *api.ClientWithResponses {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
-		Env:            server.EnvIntegrationTesting,
-		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
-		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
-		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20,
-		DB:      server.DBConfig{URL: harness.NewDatabase(t), SSLMode: "disable", MaxOpenConns: 5},
-		Version: "test", Build: "test",
-	}, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
+	srv := apitest.Start(t, server.Config{
+		MaxBodyBytes: 1 << 20,
+		DB:           server.DBConfig{URL: harness.NewDatabase(t), MaxOpenConns: 5},
 	})
-	client, err := api.NewClientWithResponses("http://"+srv.APIAddr(), api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	client, err := api.NewClientWithResponses(srv.API, api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 	require.NoError(t, err)
 	return client
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -42,29 +42,15 @@ func startAPI(tb testing.TB) *testAPI {
 	tb.Helper()
 	issuer, err := auth.LoadOrCreateDevIssuer(tb.TempDir())
 	require.NoError(tb, err)
-	cfg := server.Config{
-		Env:            server.EnvIntegrationTesting,
-		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
-		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
-		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
-		DB:               server.DBConfig{URL: harness.NewDatabase(tb), SSLMode: "disable", MaxOpenConns: 10},
+	srv := apitest.Start(tb, server.Config{
+		DB:               server.DBConfig{URL: harness.NewDatabase(tb), MaxOpenConns: 10},
 		RequiredAdapters: map[string][]string{"cluster": {"load-a", "load-b", "load-c"}},
 		EnableJWT:        true, EnableAuthz: true,
-		JWT:     auth.VerifierConfig{JWKSFile: issuer.JWKSPath(), Issuer: testIssuer, Audience: testAudience},
-		Version: "test", Build: "test",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	require.NoError(tb, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	transport := &http.Transport{}
-	tb.Cleanup(func() {
-		transport.CloseIdleConnections()
-		cancel()
-		require.NoError(tb, <-done)
+		JWT: auth.VerifierConfig{JWKSFile: issuer.JWKSPath(), Issuer: testIssuer, Audience: testAudience},
 	})
-	t := &testAPI{url: "http://" + srv.APIAddr(), metrics: "http://" + srv.MetricsAddr() + "/metrics"}
+	transport := &http.Transport{}
+	tb.Cleanup(transport.CloseIdleConnections)
+	t := &testAPI{url: srv.API, metrics: srv.Metrics + "/metrics"}
 	t.mint = func(subject string, roles ...auth.Role) string {
 		tb.Helper()
 		token, err := issuer.Mint(subject, roles, "", time.Hour, testIssuer, testAudience)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -50,13 +49,9 @@ type testAPI struct {
 func startAPI(tb testing.TB, withAuth bool) *testAPI {
 	tb.Helper()
 	cfg := server.Config{
-		Env:            server.EnvIntegrationTesting,
-		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
-		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
-		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
-		DB:               server.DBConfig{URL: harness.NewDatabase(tb), SSLMode: "disable", MaxOpenConns: 10},
+		DB:               server.DBConfig{URL: harness.NewDatabase(tb), MaxOpenConns: 10},
 		RequiredAdapters: map[string][]string{"versionstream": {resolver}, "cluster": {applier}},
-		Version:          "test", Build: "test-build",
+		Build:            "test-build",
 	}
 	t := &testAPI{}
 	var editors []api.ClientOption
@@ -76,20 +71,13 @@ func startAPI(tb testing.TB, withAuth bool) *testAPI {
 			return nil
 		}))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	require.NoError(tb, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
+	srv := apitest.Start(tb, cfg)
 	transport := &http.Transport{}
-	tb.Cleanup(func() {
-		transport.CloseIdleConnections()
-		cancel()
-		require.NoError(tb, <-done)
-	})
-	t.url = "http://" + srv.APIAddr()
+	tb.Cleanup(transport.CloseIdleConnections)
+	t.url = srv.API
 	checked := harness.NewContract(tb).Transport(tb, transport)
 	editors = append(editors, api.WithHTTPClient(&http.Client{Transport: checked}))
+	var err error
 	t.client, err = api.NewClientWithResponses(t.url, editors...)
 	require.NoError(tb, err)
 	return t

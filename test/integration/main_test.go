@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"testing"
@@ -23,6 +21,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/resource"
 	"github.com/hyperfleet/hyperfleet/pkg/schema"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -61,49 +60,19 @@ const defaultStream = "stable-4-16"
 func startServerOn(tb testing.TB, dsn string, overrides server.Config) *apiServer {
 	tb.Helper()
 	seedStream(tb, dsn, defaultStream)
-	cfg := server.Config{
-		Env:            server.EnvIntegrationTesting,
-		APIBindAddress: "127.0.0.1:0", HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
-		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
-		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
-		DB:               server.DBConfig{URL: dsn, SSLMode: "disable", MaxOpenConns: 20},
-		RequiredAdapters: overrides.RequiredAdapters, Version: "test", Build: "test",
-		EnableJWT: overrides.EnableJWT, EnableAuthz: overrides.EnableAuthz, JWT: overrides.JWT, ACLFile: overrides.ACLFile,
-		RateLimit: overrides.RateLimit, RateBurst: overrides.RateBurst,
-	}
-	cfg.DB.StatementTimeout, cfg.DB.LockTimeout = overrides.DB.StatementTimeout, overrides.DB.LockTimeout
-	cfg.EventsMax, cfg.EventsRetention, cfg.EventsCompactEvery = overrides.EventsMax, overrides.EventsRetention, overrides.EventsCompactEvery
-	cfg.WatchHeartbeat = overrides.WatchHeartbeat
-	cfg.EventsNATSURL, cfg.EventsNATSStream, cfg.EventsNATSSubjectPrefix = overrides.EventsNATSURL, overrides.EventsNATSStream, overrides.EventsNATSSubjectPrefix
-	if overrides.HTTPReadTimeout != 0 {
-		cfg.HTTPReadTimeout = overrides.HTTPReadTimeout
-	}
-	if overrides.MaxBodyBytes != 0 {
-		cfg.MaxBodyBytes = overrides.MaxBodyBytes
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if os.Getenv("HYPERFLEET_TEST_LOG") != "" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, log)
-	require.NoError(tb, err)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
+	cfg := overrides
+	cfg.DB.URL = dsn
+	srv := apitest.Start(tb, cfg)
 	// Each server gets its own client transport, so that its idle connections can be closed before the server
-	// drains: a connection dialed but never used would otherwise hold the drain for five seconds.
+	// drains (apitest.Start says why).
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
-	tb.Cleanup(func() {
-		transport.CloseIdleConnections()
-		cancel()
-		require.NoError(tb, <-done)
-	})
-	base := "http://" + srv.APIAddr()
+	tb.Cleanup(transport.CloseIdleConnections)
+	base := srv.API
 	checked := harness.NewContract(tb).Transport(tb, transport)
 	client, err := api.NewClientWithResponses(base, api.WithHTTPClient(&http.Client{Transport: checked}))
 	require.NoError(tb, err)
 	return &apiServer{ClientWithResponses: client, http: &http.Client{Transport: checked}, transport: checked, base: base,
-		health: "http://" + srv.HealthAddr(), metrics: "http://" + srv.MetricsAddr(), dsn: dsn}
+		health: srv.Health, metrics: srv.Metrics, dsn: dsn}
 }
 
 func ctxFor(tb testing.TB) context.Context {

@@ -6,10 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -29,18 +27,18 @@ import (
 // address and database, as a rolled API pod comes back behind its service: a runtime pointed at it reconnects.
 type restartableServer struct {
 	tb        testing.TB
-	dsn, addr string
+	addr      string
 	overrides server.Config
-	stopFn    func()
+	srv       *apitest.Server
 }
 
-// startRestartable serves dsn (which startServerOn has seeded) on a loopback port and stops it when the test ends.
-// overrides takes RequiredAdapters, the change feed's retention and the NATS relay's settings.
+// startRestartable serves dsn (which startServerOn has seeded) on a loopback port and stops it when the test ends;
+// overrides are the server's settings but for the database and the address.
 func startRestartable(tb testing.TB, dsn string, overrides server.Config) *restartableServer {
 	tb.Helper()
-	s := &restartableServer{tb: tb, dsn: dsn, addr: "127.0.0.1:0", overrides: overrides}
+	overrides.DB.URL = dsn
+	s := &restartableServer{tb: tb, addr: "127.0.0.1:0", overrides: overrides}
 	s.start()
-	tb.Cleanup(s.stop)
 	return s
 }
 
@@ -49,45 +47,14 @@ func (s *restartableServer) url() string { return "http://" + s.addr }
 
 func (s *restartableServer) start() {
 	s.tb.Helper()
-	require.Nil(s.tb, s.stopFn, "already running")
-	o := s.overrides
-	cfg := server.Config{
-		Env:            server.EnvIntegrationTesting,
-		APIBindAddress: s.addr, HealthBindAddress: "127.0.0.1:0", MetricsBindAddress: "127.0.0.1:0",
-		HTTPReadTimeout: 10 * time.Second, HTTPWriteTimeout: 10 * time.Second, HTTPIdleTimeout: time.Minute,
-		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 256 << 10,
-		DB:               server.DBConfig{URL: s.dsn, SSLMode: "disable", MaxOpenConns: 20},
-		RequiredAdapters: o.RequiredAdapters, Version: "test", Build: "test",
-		EventsMax: o.EventsMax, EventsRetention: o.EventsRetention, EventsCompactEvery: o.EventsCompactEvery,
-		WatchHeartbeat: o.WatchHeartbeat,
-		EventsNATSURL:  o.EventsNATSURL, EventsNATSStream: o.EventsNATSStream, EventsNATSSubjectPrefix: o.EventsNATSSubjectPrefix,
-	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if os.Getenv("HYPERFLEET_TEST_LOG") != "" {
-		log = slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("server", "restartable")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		require.NoError(s.tb, err)
-	}
-	s.addr = srv.APIAddr() // the port chosen the first time is kept for every restart
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	s.stopFn = func() {
-		cancel()
-		require.NoError(s.tb, <-done)
-	}
+	cfg := s.overrides
+	cfg.APIBindAddress = s.addr
+	s.srv = apitest.Start(s.tb, cfg)
+	s.addr = strings.TrimPrefix(s.srv.API, "http://") // the port chosen the first time is kept for every restart
 }
 
 // stop drains and stops the server; the runtime's watch loses its connection.
-func (s *restartableServer) stop() {
-	if s.stopFn != nil {
-		s.stopFn()
-		s.stopFn = nil
-	}
-}
+func (s *restartableServer) stop() { s.srv.Stop() }
 
 // runtimeOn is runtimeConfig for an API the test does not reach through an apiServer: answers are still checked
 // against the contract.
