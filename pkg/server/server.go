@@ -310,6 +310,16 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // database's, or when the database's changed while it served.
 var ErrRequiredAdapters = errors.New("required adapters differ from the database's")
 
+// requiredOf returns the required adapters of set's kinds as the database records them, and the kinds' names.
+func requiredOf(set *kinds.Set) (postgres.RequiredAdapters, []string) {
+	want, names := postgres.RequiredAdapters{}, make([]string, len(set.All))
+	for i, d := range set.All {
+		names[i] = d.Kind
+		want[d.Kind] = d.RequiredAdapters
+	}
+	return want, names
+}
+
 // agreeRequiredAdapters settles which adapters each kind requires: the database's, which the first replica to
 // start on it sets from its flags. A replica given other ones does not start, since two replicas aggregating for
 // different sets would flip every resource's status between them.
@@ -318,11 +328,7 @@ func (s *Server) agreeRequiredAdapters(ctx context.Context, doc *schema.Document
 	if err != nil {
 		return nil, err
 	}
-	want, names := postgres.RequiredAdapters{}, make([]string, len(given.All))
-	for i, d := range given.All {
-		names[i] = d.Kind
-		want[d.Kind] = d.RequiredAdapters
-	}
+	want, names := requiredOf(given)
 	stored, err := postgres.AgreeRequiredAdapters(ctx, s.db, names, want)
 	if err != nil {
 		return nil, err
@@ -499,11 +505,7 @@ func (s *Server) setRequiredAdapters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want, names := postgres.RequiredAdapters{}, make([]string, len(set.All))
-	for i, d := range set.All {
-		names[i] = d.Kind
-		want[d.Kind] = d.RequiredAdapters
-	}
+	want, names := requiredOf(set)
 	before, err := postgres.SetRequiredAdapters(ctx, s.db, names, want)
 	if err != nil {
 		return err

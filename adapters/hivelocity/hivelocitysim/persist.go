@@ -141,14 +141,17 @@ func (f *StateFile) Handler(h http.Handler) http.Handler {
 		}
 		rec := &heldResponse{header: http.Header{}, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
+		// A refused request (401, 404, 429, …) changed nothing: only a success is worth a new snapshot.
+		if rec.status >= http.StatusBadRequest {
+			rec.replay(w)
+			return
+		}
 		if err := f.Save(); err != nil {
 			f.sim.logger.Error("state not saved", "path", f.path, "error", err)
 			adminJSON(w, http.StatusInternalServerError, apiError{Code: http.StatusInternalServerError, Message: err.Error()})
 			return
 		}
-		maps.Copy(w.Header(), rec.header)
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(rec.body.Bytes())
+		rec.replay(w)
 	})
 }
 
@@ -160,6 +163,13 @@ type heldResponse struct {
 }
 
 func (h *heldResponse) Header() http.Header { return h.header }
+
+// replay sends the held answer to w.
+func (h *heldResponse) replay(w http.ResponseWriter) {
+	maps.Copy(w.Header(), h.header)
+	w.WriteHeader(h.status)
+	_, _ = w.Write(h.body.Bytes())
+}
 
 func (h *heldResponse) WriteHeader(status int) { h.status = status }
 
