@@ -124,7 +124,7 @@ func NewSequencer(cfg SequencerConfig) (*Sequencer, error) {
 // Run works while it holds the lock and waits for it otherwise, until ctx ends.
 func (q *Sequencer) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		err := q.lead(ctx)
+		err := NewLeader(q.cfg.DSN, sequencerLockKey).LeadOn(ctx, q.lead)
 		q.leader.Set(0)
 		if err != nil && ctx.Err() == nil {
 			q.cfg.Log.Warn("change feed sequencer stopped; retrying", "error", err)
@@ -137,20 +137,8 @@ func (q *Sequencer) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead takes the lock if it is free and sequences until the session fails or ctx ends.
-func (q *Sequencer) lead(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, q.cfg.DSN)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	var leader bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", sequencerLockKey).Scan(&leader); err != nil {
-		return fmt.Errorf("take the sequencer lock: %w", err)
-	}
-	if !leader {
-		return nil // another process sequences; try again later
-	}
+// lead sequences on conn, the session holding the lock, until the session fails or ctx ends.
+func (q *Sequencer) lead(ctx context.Context, conn *pgx.Conn) error {
 	q.leader.Set(1)
 	q.cfg.Log.Info("change feed sequencer leading")
 	if _, err := conn.Exec(ctx, "LISTEN "+stagedChannel); err != nil {

@@ -27,6 +27,36 @@ func NewNATSRelayLeader(dsn string) *Leader { return NewLeader(dsn, natsRelayLoc
 // Lead runs fn while this process holds the lock, and returns at once (nil) when another one holds it. fn's
 // context ends when the session that holds the lock fails, since the lock is then gone.
 func (l *Leader) Lead(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.LeadOn(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		leadCtx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			tick := time.NewTicker(5 * time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-leadCtx.Done():
+					return
+				case <-tick.C:
+					if err := conn.Ping(leadCtx); err != nil && leadCtx.Err() == nil {
+						cancel(fmt.Errorf("the session holding the lock failed: %w", err))
+						return
+					}
+				}
+			}
+		}()
+		err := fn(leadCtx)
+		if cause := context.Cause(leadCtx); err != nil && cause != nil && ctx.Err() == nil {
+			return cause
+		}
+		return err
+	})
+}
+
+// LeadOn is Lead for a job that works on the session holding the lock (LISTEN, say): fn has it to itself (a
+// pgx.Conn is not safe for concurrent use, so nothing pings it meanwhile) and learns of its failure from its own
+// statements.
+func (l *Leader) LeadOn(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn) error) error {
 	conn, err := pgx.Connect(ctx, l.dsn)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -39,28 +69,7 @@ func (l *Leader) Lead(ctx context.Context, fn func(ctx context.Context) error) e
 	if !held {
 		return nil
 	}
-	leadCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-leadCtx.Done():
-				return
-			case <-tick.C:
-				if err := conn.Ping(leadCtx); err != nil && leadCtx.Err() == nil {
-					cancel(fmt.Errorf("the session holding the lock failed: %w", err))
-					return
-				}
-			}
-		}
-	}()
-	err = fn(leadCtx)
-	if cause := context.Cause(leadCtx); err != nil && cause != nil && ctx.Err() == nil {
-		return cause
-	}
-	return err
+	return fn(ctx, conn)
 }
 
 // RelayPosition returns the last sequence the named relay had acknowledged, 0 for none.
