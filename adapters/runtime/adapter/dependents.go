@@ -199,9 +199,9 @@ func (s *dependentsSource) handle(ctx context.Context, e *feedEvent) error {
 	}
 	var it listItem
 	switch {
-	case e.Object != nil:
+	case e.object != nil:
 		var err error
-		if it, err = itemOf(s.dep.Kind, *e.Object); err != nil {
+		if it, err = itemOf(s.dep.Kind, e.object); err != nil {
 			return err
 		}
 	case e.filtered:
@@ -246,13 +246,9 @@ func (s *dependentsSource) dropLocked(id string) {
 }
 
 // itemOf reads a watch event's resource (a sparse projection) as a list item.
-func itemOf(kind *Kind, object map[string]any) (listItem, error) {
-	raw, err := json.Marshal(object)
-	if err != nil {
-		return listItem{}, fmt.Errorf("watch event of %s: %w", kind.Name, err)
-	}
+func itemOf(kind *Kind, object json.RawMessage) (listItem, error) {
 	var r api.SparseResource
-	if err := json.Unmarshal(raw, &r); err != nil {
+	if err := json.Unmarshal(object, &r); err != nil {
 		return listItem{}, fmt.Errorf("watch event of %s: the resource: %w", kind.Name, err)
 	}
 	return sparseItem(kind, &r), nil

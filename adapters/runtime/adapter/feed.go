@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -32,6 +33,8 @@ type feedEvent struct {
 	// filtered says the API applied the feed's list filters (a watch with pending_for); NATS relays every event of
 	// the kind, and without the resource.
 	filtered bool
+	// object is the resource as the watch sent it (its kind's list item), nil when the event came without one.
+	object json.RawMessage
 }
 
 // key returns the event's resource as a queue key of kind.
