@@ -11,9 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,28 +86,10 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, "cincinnati-sim version dev (unknown)\n", out.String())
 }
 
-// syncBuffer is a bytes.Buffer the command's logger and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestCommandLogsJSON runs the command as the binary would, publishes a release through the admin endpoint, stops
 // it, and checks that every line it logged is a JSON object with the fields slog's JSON handler writes.
 func TestCommandLogsJSON(t *testing.T) {
-	var stderr syncBuffer
+	var stderr logbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := command()
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--series-minors", "4.16", "--series-patches", "2"})

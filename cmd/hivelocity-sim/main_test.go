@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
+
 	hv "github.com/hivelocity/hivelocity-client-go/client"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
@@ -167,24 +169,6 @@ func TestCommandServesUntilCancelled(t *testing.T) {
 	require.Equal(t, "shutting down", msgs[len(msgs)-1])
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestWatchKeysFollowsTheKeyFile(t *testing.T) {
 	path := writeFile(t, "keys", "k1\n")
 	initial, err := os.ReadFile(path)
@@ -198,7 +182,7 @@ func TestWatchKeysFollowsTheKeyFile(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -110,7 +110,7 @@ func (c *cli) run(tb testing.TB, args ...string) result {
 // runWith runs one command line with stdin and a context of the caller's.
 func (c *cli) runWith(tb testing.TB, ctx context.Context, stdin string, args ...string) result { //nolint:revive // the test's tb comes first, as in every helper
 	tb.Helper()
-	var out, errOut syncBuffer
+	var out, errOut logbuf.Buffer
 	code := run(ctx, args, strings.NewReader(stdin), &out, &errOut, c.getenv)
 	return result{out: out.String(), err: errOut.String(), code: code}
 }
@@ -140,27 +140,9 @@ func testContext(tb testing.TB) context.Context {
 	return ctx
 }
 
-// syncBuffer is a bytes.Buffer that a command running in another goroutine may write while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // background runs a long command line (watch, wait) in a goroutine; stop cancels it and returns its result.
 type background struct {
-	out, err syncBuffer
+	out, err logbuf.Buffer
 	cancel   context.CancelFunc
 	done     chan int
 }

@@ -8,9 +8,10 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,7 +85,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestRun(t *testing.T) {
 	env := kubeenv.Start(t)
 	ns := env.Namespace(t, "cmd")
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -194,22 +195,4 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the simulator's workers and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

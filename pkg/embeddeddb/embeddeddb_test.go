@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -76,7 +77,7 @@ func TestStartStopReuse(t *testing.T) {
 			if run.prepare != nil {
 				run.prepare(t)
 			}
-			var logs syncBuffer
+			var logs logbuf.Buffer
 			cfg := Config{
 				DataDir:  dir,
 				Port:     freePort(t),
@@ -308,24 +309,6 @@ func copyFile(t *testing.T, from, to string) {
 	b, err := os.ReadFile(from)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, b, 0o755))
-}
-
-// syncBuffer collects log output written while Start runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // testWriter routes log output to t.Log, so it shows with -v and next to a failure.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
@@ -284,7 +286,7 @@ func TestRequiredAdaptersAreTheDatabases(t *testing.T) {
 // replica is a hyperfleet-api run by a test that wants to see how it stops.
 type replica struct {
 	api  *apiServer
-	log  *syncBuffer
+	log  *logbuf.Buffer
 	done chan error
 	stop func(t *testing.T) error
 }
@@ -301,7 +303,7 @@ func replicaConfig(dsn string, required map[string][]string) server.Config {
 // runReplica starts a replica on dsn, given required adapters or (nil) the database's.
 func runReplica(t *testing.T, dsn string, required map[string][]string) *replica {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	srv, err := server.New(ctxFor(t), replicaConfig(dsn, required), slog.New(slog.NewJSONHandler(logs, nil)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,22 +343,4 @@ func (r *replica) wait(t *testing.T) error {
 		t.Fatal("the replica did not stop by itself")
 		return nil
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -16,34 +16,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/cmd/hyperfleet-dev/internal/supervisor"
 )
 
-// syncBuffer is the console: written by the supervisor, read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // rig runs a supervisor over test children (see child_test.go) in a directory of its own.
 type rig struct {
 	dir     string
 	events  string
-	console *syncBuffer
+	console *logbuf.Buffer
 	sup     *supervisor.Supervisor
 	kill    chan struct{}
 	cancel  context.CancelFunc
@@ -54,7 +38,7 @@ type rig struct {
 func newRig(tb testing.TB) *rig {
 	tb.Helper()
 	dir := tb.TempDir()
-	return &rig{dir: dir, events: filepath.Join(dir, "events"), console: &syncBuffer{}, kill: make(chan struct{})}
+	return &rig{dir: dir, events: filepath.Join(dir, "events"), console: &logbuf.Buffer{}, kill: make(chan struct{})}
 }
 
 // spec is a child of the given mode, ready once it serves.
