@@ -166,10 +166,12 @@ func (q *Sequencer) lead(ctx context.Context, conn *pgx.Conn) error {
 		waitCtx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := conn.WaitForNotification(waitCtx)
 		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+		select {
+		case <-ctx.Done():
+			return nil // shutting down: the wait's error is only that
+		default:
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("wait for staged events: %w", err)
 		}
 	}
