@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/server"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 )
 
 // startAPI serves a fresh database on loopback until the test ends and returns a client for it.
@@ -81,7 +81,7 @@ func TestDBServesAndStops(t *testing.T) {
 	}
 	cfg := dbConfig{dataDir: filepath.Join(dir, "pg"), port: freePort(t), database: "hyperfleet"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncWriter
+	var logs logbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runDB(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil))) }()
 	probe := postgresProbe("postgres://postgres@127.0.0.1:" + strconv.FormatUint(uint64(cfg.port), 10) + "/hyperfleet?sslmode=disable")
@@ -95,24 +95,6 @@ func TestDBServesAndStops(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Contains(t, logs.String(), `"msg":"embedded postgres stopped"`)
 	require.Error(t, probe(context.Background()))
-}
-
-// syncWriter is a buffer the server's logger and the test may use at once.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 func freePort(t *testing.T) uint32 {
