@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // Options are the provisioner's own settings, beside the runtime's.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hivelocitysim"
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // tagDelay is how long the simulator hides a tag write in these tests; claimSettle covers it (2·delay + a fifth

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // pass is one reconcile of one pool: what it saw, what it did, and what went wrong.

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // Name is the adapter name the provisioner reports under.

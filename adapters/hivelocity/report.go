@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // lastReport is what the provisioner reads back from its previous report about a pool: when each device entered

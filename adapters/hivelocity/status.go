@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 

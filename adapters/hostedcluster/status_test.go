@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
-	"github.com/hyperfleet/hyperfleet/pkg/schedule"
+	"github.com/hyperfleet/hyperfleet/internal/schedule"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // version and build are set by the linker (-X) in `make build`.

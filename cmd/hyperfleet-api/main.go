@@ -21,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/hyperfleet/hyperfleet/pkg/postgres"
-	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 )
 
 // version and build are set by the linker (-X) in `make build`.

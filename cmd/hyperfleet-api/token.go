@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
-	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 )
 
 // Development tokens are issued with these unless told otherwise; `serve` must be started with the same.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hyperfleet/hyperfleet/pkg/embeddeddb"
+	"github.com/hyperfleet/hyperfleet/internal/embeddeddb"
 )
 
 // dbConfig is what `hyperfleet-dev db` is configured with.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
 )
 
 // The demo's resources, created by `up` unless they exist. The stream follows the minor cincinnati-sim serves a few

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
 )
 
 // Development tokens carry the issuer and audience `hyperfleet-api token` uses by default, so that tokens minted

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
 )
 
 func TestLoginSavesACheckedToken(t *testing.T) {

@@ -40,7 +40,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	hfpostgres "github.com/hyperfleet/hyperfleet/pkg/postgres"
+	hfpostgres "github.com/hyperfleet/hyperfleet/internal/postgres"
 )
 
 const (

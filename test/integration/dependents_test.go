@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 	"github.com/hyperfleet/hyperfleet/pkg/api"

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster"
-	"github.com/hyperfleet/hyperfleet/adapters/runtime/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 

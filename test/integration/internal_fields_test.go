@@ -13,12 +13,12 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/pkg/auth"
-	"github.com/hyperfleet/hyperfleet/pkg/httpapi"
-	"github.com/hyperfleet/hyperfleet/pkg/kinds"
-	"github.com/hyperfleet/hyperfleet/pkg/postgres"
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
-	"github.com/hyperfleet/hyperfleet/pkg/schema"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/httpapi"
+	"github.com/hyperfleet/hyperfleet/internal/kinds"
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/internal/schema"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -33,7 +33,7 @@ func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 	require.NoError(tb, err)
 	set, err := kinds.Build(doc, nil)
 	require.NoError(tb, err)
-	h, err := httpapi.NewServer(httpapi.Config{
+	h, err := httpapi.NewHandler(httpapi.Config{
 		Authenticate: func(r *http.Request) (auth.Identity, error) {
 			name := r.Header.Get("X-Test-Caller")
 			role := auth.RoleUser

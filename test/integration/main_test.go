@@ -16,11 +16,11 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/pkg/kinds"
-	"github.com/hyperfleet/hyperfleet/pkg/postgres"
-	"github.com/hyperfleet/hyperfleet/pkg/resource"
-	"github.com/hyperfleet/hyperfleet/pkg/schema"
-	"github.com/hyperfleet/hyperfleet/pkg/server"
+	"github.com/hyperfleet/hyperfleet/internal/kinds"
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
+	"github.com/hyperfleet/hyperfleet/internal/atomicfile"
 )
 
 // ErrInvalidState is returned by Restore and LoadState for a state they cannot accept.

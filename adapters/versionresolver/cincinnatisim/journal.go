@@ -8,7 +8,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
+	"github.com/hyperfleet/hyperfleet/internal/atomicfile"
 )
 
 // ErrInvalidJournal is wrapped by OpenJournal when the file holds something other than a journal.

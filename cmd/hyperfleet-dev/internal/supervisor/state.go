@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/pkg/atomicfile"
+	"github.com/hyperfleet/hyperfleet/internal/atomicfile"
 )
 
 // State is what the state file holds: every component as of Updated.

@@ -1,0 +1,95 @@
+package auth
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+)
+
+func TestAuthorize(t *testing.T) {
+	const own = "dns"
+	callers := map[string]Identity{
+		"nobody":                     {Subject: "n"},
+		"viewer":                     {Subject: "v", Roles: []Role{RoleViewer}},
+		"user":                       {Subject: "u", Roles: []Role{RoleUser}},
+		"adapter":                    {Subject: "a", Roles: []Role{RoleAdapter}, Adapter: own},
+		"admin":                      {Subject: "r", Roles: []Role{RoleAdmin}},
+		"viewer+user":                {Subject: "vu", Roles: []Role{RoleViewer, RoleUser}},
+		"adapter no name":            {Subject: "a2", Roles: []Role{RoleAdapter}},
+		"adapter claim without role": {Subject: "x", Adapter: own},
+	}
+	// ok: "" means allowed; otherwise a part of the 403 message.
+	tests := []struct {
+		caller  string
+		action  Action
+		adapter string
+		ok      string
+	}{
+		{caller: "nobody", action: ActionRead, ok: "reading requires role viewer, user, adapter or admin"},
+		{caller: "nobody", action: ActionWriteResource, ok: "requires role user or admin"},
+		{caller: "nobody", action: ActionWriteInternalFields, ok: "requires role admin"},
+		{caller: "nobody", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
+		{caller: "nobody", action: ActionForceDelete, ok: "requires role admin"},
+
+		{caller: "viewer", action: ActionRead},
+		{caller: "viewer", action: ActionWriteResource, ok: "requires role user or admin"},
+		{caller: "viewer", action: ActionWriteInternalFields, ok: "requires role admin"},
+		{caller: "viewer", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
+		{caller: "viewer", action: ActionForceDelete, ok: "requires role admin"},
+
+		{caller: "user", action: ActionRead},
+		{caller: "user", action: ActionWriteResource},
+		{caller: "user", action: ActionWriteInternalFields, ok: "requires role admin"},
+		{caller: "user", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
+		{caller: "user", action: ActionForceDelete, ok: "requires role admin"},
+
+		{caller: "adapter", action: ActionRead},
+		{caller: "adapter", action: ActionWriteResource, ok: "requires role user or admin"},
+		{caller: "adapter", action: ActionWriteInternalFields, ok: "requires role admin"},
+		{caller: "adapter", action: ActionWriteStatus, adapter: own},
+		{caller: "adapter", action: ActionWriteStatus, adapter: "hostedcluster-applier", ok: `only as adapter "dns", not as "hostedcluster-applier"`},
+		{caller: "adapter", action: ActionWriteStatus, adapter: "", ok: `only as adapter "dns"`},
+		{caller: "adapter", action: ActionWriteStatus, adapter: AnyAdapter},
+		{caller: "viewer", action: ActionWriteStatus, adapter: AnyAdapter, ok: "requires role adapter"},
+		{caller: "user", action: ActionWriteStatus, adapter: AnyAdapter, ok: "requires role adapter"},
+		{caller: "adapter no name", action: ActionWriteStatus, adapter: AnyAdapter, ok: "with an adapter name"},
+		{caller: "admin", action: ActionWriteStatus, adapter: AnyAdapter},
+		{caller: "adapter", action: ActionForceDelete, ok: "requires role admin"},
+
+		{caller: "admin", action: ActionRead},
+		{caller: "admin", action: ActionWriteResource},
+		{caller: "admin", action: ActionWriteInternalFields},
+		{caller: "admin", action: ActionWriteStatus, adapter: own},
+		{caller: "admin", action: ActionWriteStatus, adapter: "anyone"},
+		{caller: "admin", action: ActionForceDelete},
+
+		{caller: "viewer+user", action: ActionWriteResource},
+		{caller: "viewer+user", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
+		{caller: "adapter no name", action: ActionRead},
+		{caller: "adapter no name", action: ActionWriteStatus, adapter: "", ok: "none was granted"},
+		{caller: "adapter claim without role", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s/%s", tt.caller, tt.action, tt.adapter), func(t *testing.T) {
+			id, ok := callers[tt.caller]
+			require.True(t, ok, "unknown caller %q", tt.caller)
+			err := Authorize(id, tt.action, tt.adapter)
+			if tt.ok == "" {
+				require.NoError(t, err)
+				return
+			}
+			requireCode(t, err, resource.CodeForbidden, tt.ok)
+		})
+	}
+}
+
+func TestAuthorizeUnknownActionIsInternal(t *testing.T) {
+	for _, id := range []Identity{{Subject: "r", Roles: []Role{RoleAdmin}}, {Subject: "v", Roles: []Role{RoleViewer}}} {
+		err := Authorize(id, Action(0), "")
+		require.Error(t, err)
+		require.Equal(t, resource.CodeInternal, resource.ErrorCode(err), "a programming error, not a 403")
+	}
+}

@@ -1,0 +1,222 @@
+// Package eventrelay copies the change feed to NATS JetStream, so that many adapter replicas can consume it
+// through durable consumers instead of each holding a watch on every API replica.
+//
+// The relay follows the committed, sequenced events (never the writes themselves), publishes each with its
+// sequence as the JetStream message id, and records how far it got only after JetStream acknowledged: a relay
+// that dies between publishing and recording publishes again from the record, and JetStream's duplicate window
+// drops what it already has. Delivery is therefore exactly once per sequence within the window (2 minutes by
+// default) and at least once beyond it, in sequence order, which keeps the order of each resource's changes.
+package eventrelay
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+)
+
+// Defaults of Config.
+const (
+	DefaultStream        = "HYPERFLEET"
+	DefaultSubjectPrefix = "hyperfleet"
+	DefaultDuplicates    = 2 * time.Minute
+	batch                = 500
+)
+
+// Feed is the change feed the relay follows (resource.Feed).
+type Feed interface {
+	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
+}
+
+// Positions stores how far each relay got (postgres.Store).
+type Positions interface {
+	RelayPosition(ctx context.Context, name string) (int64, error)
+	SetRelayPosition(ctx context.Context, name string, seq int64) error
+	// CompactedThrough is where retention has removed events up to: a relay behind it goes on from there.
+	CompactedThrough(ctx context.Context) (int64, error)
+}
+
+// Leadership runs fn while this process holds the relay's lock, so that one relay publishes at a time and the
+// stream receives the feed in order (postgres.Leader).
+type Leadership interface {
+	Lead(ctx context.Context, fn func(ctx context.Context) error) error
+}
+
+// Config says where to relay.
+type Config struct {
+	URL           string
+	Stream        string        // default DefaultStream
+	SubjectPrefix string        // subjects are <prefix>.<kind>.<type>; default DefaultSubjectPrefix
+	Duplicates    time.Duration // JetStream's duplicate window; default DefaultDuplicates
+	Log           *slog.Logger
+	Registerer    prometheus.Registerer
+}
+
+// Relay copies the feed to JetStream.
+type Relay struct {
+	cfg       Config
+	feed      Feed
+	positions Positions
+	leader    Leadership
+	relayed   prometheus.Counter
+	position  prometheus.Gauge
+	lag       prometheus.Histogram
+}
+
+// New returns a relay; Run runs it.
+func New(cfg Config, feed Feed, positions Positions, leader Leadership) (*Relay, error) {
+	cfg.Stream = cmp.Or(cfg.Stream, DefaultStream)
+	cfg.SubjectPrefix = cmp.Or(cfg.SubjectPrefix, DefaultSubjectPrefix)
+	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
+	r := &Relay{cfg: cfg, feed: feed, positions: positions, leader: leader,
+		relayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyperfleet_events_relayed_total",
+			Help: "Change feed events this process published to NATS JetStream and had acknowledged."}),
+		position: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hyperfleet_events_relay_position",
+			Help: "The last sequence this process's relay had acknowledged by JetStream."}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyperfleet_events_relay_lag_seconds",
+			Help:    "Time from an event's commit to JetStream's acknowledgement of it.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.relayed, r.position, r.lag} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register relay metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Name is the relay's name in the positions table.
+func (r *Relay) Name() string { return "nats:" + r.cfg.Stream }
+
+// Run relays until ctx ends, retrying (a lost lock, NATS down) with a pause.
+func (r *Relay) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := r.leader.Lead(ctx, r.relay)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("event relay to NATS stopped; retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return nil
+}
+
+// relay connects, makes sure the stream exists and publishes from the recorded position on.
+func (r *Relay) relay(ctx context.Context) error {
+	nc, err := nats.Connect(r.cfg.URL, nats.Name("hyperfleet-api event relay"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w", r.cfg.URL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: r.cfg.Stream, Subjects: []string{r.cfg.SubjectPrefix + ".>"},
+		Duplicates: r.cfg.Duplicates, Storage: jetstream.FileStorage})
+	if err != nil {
+		return fmt.Errorf("create or update stream %s: %w", r.cfg.Stream, err)
+	}
+	pos, err := r.positions.RelayPosition(ctx, r.Name())
+	if err != nil {
+		return err
+	}
+	r.cfg.Log.Info("relaying the change feed to NATS JetStream", "url", r.cfg.URL, "stream", r.cfg.Stream, "after", pos)
+	for {
+		events, err := r.feed.Next(ctx, pos, batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !errors.Is(err, resource.ErrExpired) {
+				return err
+			}
+			// Retention removed events the relay never published (it was down longer than --events-retention):
+			// say so loudly, and go on from what is left.
+			through, err := r.positions.CompactedThrough(ctx)
+			if err != nil {
+				return err
+			}
+			r.cfg.Log.Error("the change feed removed events before they were relayed; JetStream misses them",
+				"after", pos, "resuming_after", through)
+			pos = through
+			continue
+		}
+		if err := r.publish(ctx, js, events); err != nil {
+			return err
+		}
+		pos = events[len(events)-1].Seq
+		if err := r.positions.SetRelayPosition(ctx, r.Name(), pos); err != nil {
+			return err
+		}
+		r.position.Set(float64(pos))
+	}
+}
+
+// message is what a JetStream message holds: the event without the resource (consumers read that from the API).
+type message struct {
+	Seq             int64     `json:"seq"`
+	Type            string    `json:"type"`
+	Kind            string    `json:"kind"`
+	ID              string    `json:"id"`
+	ParentID        string    `json:"parent_id,omitempty"`
+	Generation      int64     `json:"generation"`
+	ResourceVersion string    `json:"resource_version"`
+	Time            time.Time `json:"time"`
+}
+
+// Subject returns the subject of an event of kind and type under prefix: <prefix>.<kind in lower case>.<type>.
+func Subject(prefix, kind string, t resource.EventType) string {
+	return prefix + "." + strings.ToLower(kind) + "." + string(t)
+}
+
+// publish sends a batch asynchronously and waits for every acknowledgement: one connection keeps them in order.
+func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []resource.Event) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(events))
+	for i := range events {
+		e := &events[i]
+		data, err := json.Marshal(message{Seq: e.Seq, Type: string(e.Type), Kind: e.Kind, ID: e.ID, ParentID: e.ParentID,
+			Generation: e.Generation, ResourceVersion: strconv.FormatInt(e.Version, 10), Time: e.Time})
+		if err != nil {
+			return fmt.Errorf("encode event %d: %w", e.Seq, err)
+		}
+		msg := nats.NewMsg(Subject(r.cfg.SubjectPrefix, e.Kind, e.Type))
+		msg.Data = data
+		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(strconv.FormatInt(e.Seq, 10)))
+		if err != nil {
+			return fmt.Errorf("publish event %d: %w", e.Seq, err)
+		}
+		futures = append(futures, f)
+	}
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			r.relayed.Inc()
+			r.lag.Observe(time.Since(events[i].Time).Seconds())
+		case err := <-f.Err():
+			return fmt.Errorf("JetStream refused event %d: %w", events[i].Seq, err)
+		case <-timeout.C:
+			return fmt.Errorf("JetStream did not acknowledge event %d within 30 s", events[i].Seq)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

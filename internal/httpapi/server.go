@@ -1,0 +1,254 @@
+// Package httpapi is HyperFleet's HTTP edge: the router that serves every resource kind from its descriptor,
+// request decoding, RFC 9457 problem answers, and the middleware that names, limits, logs and measures requests.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/swaggest/swgui/v5emb"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+)
+
+// BasePath is where the API lives.
+const BasePath = "/api/hyperfleet/v1"
+
+// Service is what the handlers need of the domain.
+type Service interface {
+	Create(ctx context.Context, d *resource.Descriptor, parentID string, in resource.CreateInput) (*resource.Resource, error)
+	Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error)
+	Update(ctx context.Context, d *resource.Descriptor, parentID, id string, p resource.Patch, ifMatch *int64) (*resource.Resource, error)
+	Delete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
+	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep conditions.Report) (*resource.AdapterStatus, bool, error)
+	ListStatuses(ctx context.Context, d *resource.Descriptor, parentID, id string) ([]resource.AdapterStatus, error)
+}
+
+// Config tunes the HTTP edge.
+type Config struct {
+	Version      string // reported by GET /api/hyperfleet/v1
+	Build        string
+	MaxBodyBytes int64
+	OpenAPIYAML  []byte // the public document served at /openapi
+	OpenAPIJSON  []byte
+	// Authenticate returns who sent a request; nil turns authentication off and makes every caller a
+	// development admin.
+	Authenticate func(*http.Request) (auth.Identity, error)
+	// Authorize enforces roles per route (see auth.Authorize); off, every authenticated caller may do everything.
+	Authorize bool
+	// RateLimit is the sustained requests per second each identity may make (0: unlimited), RateBurst the
+	// bucket size (0: one second's worth).
+	RateLimit float64
+	RateBurst int
+	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
+	// (lists then report position 0).
+	Feed ChangeFeed
+	// WatchHeartbeat is how long a watch stream may stay silent before a heartbeat comment (default 15 s).
+	WatchHeartbeat time.Duration
+}
+
+// ChangeFeed is what the HTTP edge needs of the change feed (resource.Feed).
+type ChangeFeed interface {
+	Head() int64
+	Check(ctx context.Context, after int64) error
+	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
+}
+
+// Handler is the API's http.Handler: the router with every kind's routes and the middleware around them.
+type Handler struct {
+	cfg     Config
+	svc     Service
+	log     *slog.Logger
+	metrics *httpMetrics
+	limiter *identityLimiter
+	router  *mux.Router
+}
+
+// NewHandler builds the router for kinds. It returns an error if a descriptor is malformed.
+func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	s := &Handler{cfg: cfg, svc: svc, log: log}
+	m, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	if cfg.RateLimit > 0 {
+		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	r := mux.NewRouter()
+	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
+	r.NotFoundHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, resource.Errorf(resource.CodeNotFound, "no route for %s", r.URL.Path))
+	}))
+	r.MethodNotAllowedHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, &resource.Error{Code: resource.CodeMethodNotAllowed, Message: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+	}))
+	r.HandleFunc(BasePath, s.apiInfo).Methods(http.MethodGet)
+	r.HandleFunc("/openapi", s.openAPI).Methods(http.MethodGet)
+	// Swagger UI from assets embedded in the binary (no CDN), reading the public document above.
+	ui := v5emb.New("HyperFleet API", "/openapi?format=json", "/openapi-ui/")
+	r.Handle("/openapi-ui", http.RedirectHandler("/openapi-ui/", http.StatusMovedPermanently)).Methods(http.MethodGet)
+	r.PathPrefix("/openapi-ui/").Handler(ui).Methods(http.MethodGet)
+	resources := r.PathPrefix(BasePath).Subrouter()
+	for _, d := range kinds {
+		if err := d.Check(); err != nil {
+			return nil, err
+		}
+		if d.Parent != nil && d.Parent.Parent != nil {
+			return nil, fmt.Errorf("descriptor %s: only one level of parent is routed", d.Kind)
+		}
+		k := &kindHandler{s: s, d: d}
+		collection := "/" + d.Plural
+		if d.Parent != nil {
+			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
+			// The flat list of every parent's children is read-only.
+			resources.Handle("/"+d.Plural, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
+		}
+		item := collection + "/{id}"
+		resources.Handle(collection, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
+		resources.Handle(collection, k.route(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		resources.Handle(item, k.route(auth.ActionRead, k.get)).Methods(http.MethodGet)
+		resources.Handle(item, k.route(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
+		resources.Handle(item, k.route(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		resources.Handle(item+"/statuses", k.route(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
+		// The role is checked before the body is read; which adapter a report speaks for is in its body, so
+		// putStatus checks the adapter name once it has read it.
+		resources.Handle(item+"/statuses", k.route(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
+		resources.Handle(item+"/force-delete", k.route(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
+	}
+	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
+	// so the version, the OpenAPI document and the UI stay public.
+	r.Use(s.observe)
+	resources.Use(s.authenticate, s.rateLimit, s.limitBody)
+	s.router = r
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Route is one method and path template the server answers, with the template's variables as the router names them.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes returns every method and path template the server answers under BasePath, which is what
+// openapi/openapi.yaml describes; tests check that the two are the same set.
+func (s *Handler) Routes() ([]Route, error) {
+	var out []Route
+	err := s.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		path, err := route.GetPathTemplate()
+		if err != nil || !strings.HasPrefix(path, BasePath) {
+			return nil //nolint:nilerr // a route without a path template (a prefix) is not an operation
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			return nil //nolint:nilerr // a subrouter's prefix route has no methods
+		}
+		for _, m := range methods {
+			out = append(out, Route{Method: m, Path: path})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// devAdmin is every caller while authentication is off.
+var devAdmin = auth.Identity{Subject: "dev-admin", Roles: []auth.Role{auth.RoleAdmin}}
+
+type callerIdentityKey struct{}
+
+func (s *Handler) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := devAdmin
+		if s.cfg.Authenticate != nil {
+			var err error
+			if id, err = s.cfg.Authenticate(r); err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
+		}
+		setIdentity(r.Context(), id.Subject)
+		caller := resource.Caller{Name: id.Subject, Admin: !s.cfg.Authorize || id.HasRole(auth.RoleAdmin)}
+		ctx := context.WithValue(resource.WithCaller(r.Context(), caller), callerIdentityKey{}, id)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// authorize checks the request's identity for action (adapter: the adapter a status report speaks for).
+func (s *Handler) authorize(r *http.Request, action auth.Action, adapter string) error {
+	if !s.cfg.Authorize {
+		return nil
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	return auth.Authorize(id, action, adapter)
+}
+
+// allow wraps a handler with the authorization of its route class.
+func (s *Handler) allow(action auth.Action, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.authorize(r, action, auth.AnyAdapter); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Handler) apiInfo(w http.ResponseWriter, r *http.Request) {
+	s.respond(w, r, http.StatusOK, api.APIInfo{Kind: "API", Version: s.cfg.Version, Build: s.cfg.Build})
+}
+
+func (s *Handler) openAPI(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("format") == "json" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(s.cfg.OpenAPIJSON)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(s.cfg.OpenAPIYAML)
+}
+
+// respond writes v as the answer's JSON body.
+func (s *Handler) respond(w http.ResponseWriter, r *http.Request, status int, v any) {
+	s.respondAs(w, r, status, "application/json", v)
+}
+
+// respondAs writes v as a JSON body of the given media type. Once the status is sent nothing can be taken back, so
+// an error is only logged: one that encoding v causes is a bug; a failed write is a client that went away.
+func (s *Handler) respondAs(w http.ResponseWriter, r *http.Request, status int, contentType string, v any) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	logEncodeError(r, s.log, json.NewEncoder(w).Encode(v))
+}
+
+func logEncodeError(r *http.Request, log *slog.Logger, err error) {
+	if err == nil {
+		return
+	}
+	var unsupported *json.UnsupportedValueError
+	var unsupportedType *json.UnsupportedTypeError
+	var marshaler *json.MarshalerError
+	if errors.As(err, &unsupported) || errors.As(err, &unsupportedType) || errors.As(err, &marshaler) {
+		log.ErrorContext(r.Context(), "encoding the answer failed", "error", err, "request_id", requestID(r.Context()))
+		return
+	}
+	log.DebugContext(r.Context(), "writing the answer failed; the client went away", "error", err, "request_id", requestID(r.Context()))
+}

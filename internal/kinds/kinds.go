@@ -1,0 +1,225 @@
+// Package kinds builds the descriptors of the resource kinds HyperFleet serves. main calls Build once and hands
+// the result to the store and the router; there is no global registry.
+package kinds
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/internal/schedule"
+	"github.com/hyperfleet/hyperfleet/internal/schema"
+)
+
+// Set is every kind, with the ones other packages refer to by name.
+type Set struct {
+	All             []*resource.Descriptor
+	Cluster         *resource.Descriptor
+	NodePool        *resource.Descriptor
+	VersionStream   *resource.Descriptor
+	UpgradeSchedule *resource.Descriptor
+}
+
+// Build returns the descriptors, with spec schemas from doc and required adapters per kind name (e.g.
+// {"cluster": ["hostedcluster-applier"]}; kind names match kinds and plurals case-insensitively). It returns an error naming a schema that doc lacks or a kind in
+// required that does not exist.
+func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
+	spec := func(name string) (resource.SpecSchema, error) {
+		s, err := doc.Spec(name)
+		if err != nil {
+			return nil, err
+		}
+		return specSchema{s}, nil
+	}
+	clusterSpec, err := spec("ClusterSpec")
+	if err != nil {
+		return nil, err
+	}
+	nodePoolSpec, err := spec("NodePoolSpec")
+	if err != nil {
+		return nil, err
+	}
+	versionStreamSpec, err := spec("VersionStreamSpec")
+	if err != nil {
+		return nil, err
+	}
+	upgradeScheduleSpec, err := spec("UpgradeScheduleSpec")
+	if err != nil {
+		return nil, err
+	}
+	upgradeSchedule := &resource.Descriptor{Kind: "UpgradeSchedule", Plural: "upgradeschedules", Table: "upgradeschedules", NameMin: 1, NameMax: 63,
+		Spec: withRules{upgradeScheduleSpec, upgradeScheduleRules}}
+	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
+	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53,
+		Spec:       withRules{clusterSpec, clusterRules},
+		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}}}
+	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15,
+		Spec: withRules{nodePoolSpec, nodePoolRules}}
+	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream, upgradeSchedule}, Cluster: cluster, NodePool: nodePool,
+		VersionStream: versionStream, UpgradeSchedule: upgradeSchedule}
+	byKind := map[string]*resource.Descriptor{}
+	for _, d := range set.All {
+		byKind[strings.ToLower(d.Kind)] = d
+		byKind[strings.ToLower(d.Plural)] = d
+	}
+	for kind, adapters := range required {
+		d, ok := byKind[strings.ToLower(kind)]
+		if !ok {
+			return nil, fmt.Errorf("required adapters name kind %q, which does not exist", kind)
+		}
+		d.RequiredAdapters = adapters
+	}
+	for _, d := range set.All {
+		if err := d.Check(); err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+// specSchema adapts a schema.Spec to the domain's SpecSchema.
+type specSchema struct{ s *schema.Spec }
+
+func (a specSchema) Validate(spec map[string]any) []resource.FieldError {
+	violations := a.s.Validate(spec)
+	out := make([]resource.FieldError, len(violations))
+	for i, v := range violations {
+		out[i] = resource.FieldError{Field: v.Field, Message: v.Message}
+	}
+	return out
+}
+
+func (a specSchema) ApplyDefaults(spec map[string]any) error { return a.s.ApplyDefaults(spec) }
+
+func (a specSchema) InternalFields(spec map[string]any) []string { return a.s.InternalFields(spec) }
+
+func (a specSchema) ImmutableFields() []string { return a.s.ImmutableFields() }
+
+func (a specSchema) HasInternal() bool { return a.s.HasInternal() }
+
+func (a specSchema) StripInternal(spec map[string]any) bool { return a.s.StripInternal(spec) }
+
+func (a specSchema) InternalPaths() ([][]string, bool) { return a.s.InternalPaths() }
+
+// withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
+type withRules struct {
+	resource.SpecSchema
+	rules func(spec map[string]any) []resource.FieldError
+}
+
+func (w withRules) Validate(spec map[string]any) []resource.FieldError {
+	problems := w.SpecSchema.Validate(spec)
+	if len(problems) > 0 {
+		return problems // the rules may assume a spec of the schema's shape
+	}
+	return w.rules(spec)
+}
+
+// labelKey is the rule for a selector key: it becomes part of a `caphvlabel:<key>=<value>` device tag.
+var labelKey = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+
+// nodePoolRules checks the Hivelocity selector's keys.
+func nodePoolRules(spec map[string]any) []resource.FieldError {
+	platform, _ := spec["platform"].(map[string]any)
+	hivelocity, _ := platform["hivelocity"].(map[string]any)
+	selector, _ := hivelocity["selector"].(map[string]any)
+	var problems []resource.FieldError
+	for _, key := range slices.Sorted(maps.Keys(selector)) {
+		if !labelKey.MatchString(key) {
+			problems = append(problems, resource.FieldError{Field: "platform.hivelocity.selector." + key,
+				Message: "a selector key is 1 to 63 letters, digits, '-', '_' and '.', starting with a letter or digit"})
+		}
+	}
+	return problems
+}
+
+// requiredServices are the control-plane services HyperShift publishes for every platform HyperFleet offers.
+var requiredServices = []string{"APIServer", "OAuthServer", "Konnectivity", "Ignition"}
+
+// clusterRules checks what HyperShift's HostedCluster validation would refuse and OpenAPI 3.0 cannot state: an
+// Agent platform names its agent namespace, each service is published once, the four HyperShift needs are there,
+// and a publishing strategy carries the settings of its type only.
+func clusterRules(spec map[string]any) []resource.FieldError {
+	hc, _ := spec["hosted_cluster"].(map[string]any)
+	var problems []resource.FieldError
+	add := func(field, msg string) {
+		problems = append(problems, resource.FieldError{Field: "hosted_cluster." + field, Message: msg})
+	}
+	platform, _ := hc["platform"].(map[string]any)
+	if platform["type"] == "Agent" && platform["agent"] == nil {
+		add("platform.agent", "is required with platform type Agent: it names the namespace of the agents")
+	}
+	services, _ := hc["services"].([]any)
+	seen := map[string]bool{}
+	for i, item := range services {
+		svc, _ := item.(map[string]any)
+		name, _ := svc["service"].(string)
+		field := fmt.Sprintf("services[%d]", i)
+		if seen[name] {
+			add(field+".service", name+" is published more than once")
+		}
+		seen[name] = true
+		switch svc["type"] {
+		case "NodePort":
+			if svc["address"] == nil {
+				add(field+".address", "is required with type NodePort")
+			}
+			if svc["hostname"] != nil {
+				add(field+".hostname", "goes with Route or LoadBalancer, not NodePort")
+			}
+		default:
+			if svc["address"] != nil || svc["port"] != nil {
+				add(field, "address and port go with type NodePort only")
+			}
+		}
+	}
+	if services != nil {
+		for _, name := range requiredServices {
+			if !seen[name] {
+				add("services", "must publish "+name)
+			}
+		}
+	}
+	return problems
+}
+
+// upgradeScheduleRules checks what the schema cannot: the time zone exists, durations are at most a week, and
+// blackouts end after they start. The rules are the ones the applier evaluates the schedule with (package
+// schedule), so a schedule the API stores is one the applier can read.
+func upgradeScheduleRules(spec map[string]any) []resource.FieldError {
+	var in struct {
+		Timezone string `json:"timezone"`
+		Windows  []struct {
+			Days     []string `json:"days"`
+			Start    string   `json:"start"`
+			Duration string   `json:"duration"`
+		} `json:"windows"`
+		Blackouts []schedule.Blackout `json:"blackouts"`
+	}
+	raw, err := json.Marshal(spec)
+	if err == nil {
+		err = json.Unmarshal(raw, &in)
+	}
+	if err != nil {
+		return []resource.FieldError{{Field: "", Message: "cannot be read as an upgrade schedule: " + err.Error()}}
+	}
+	windows := make([]schedule.WindowSpec, len(in.Windows))
+	for i, w := range in.Windows {
+		windows[i] = schedule.WindowSpec{Days: w.Days, Start: w.Start, Duration: w.Duration}
+	}
+	_, err = schedule.Parse(in.Timezone, windows, in.Blackouts)
+	var fe *schedule.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return []resource.FieldError{{Field: fe.Field, Message: fe.Message}}
+	default:
+		return []resource.FieldError{{Field: "", Message: err.Error()}}
+	}
+}

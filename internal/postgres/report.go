@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+)
+
+// A status write is two statements (and its transaction's BEGIN and COMMIT): LockReports reads, WriteReport
+// writes. Under READ COMMITTED a statement reads the snapshot it started with, which may predate the commit of the
+// writer whose lock it waited for; locking the reports too (FOR UPDATE) makes PostgreSQL return each row as that
+// writer left it. The rows the aggregate depends on always exist, since every required adapter has a placeholder
+// from the resource's creation on, and the upsert's own freshness guard covers the rest.
+
+// reportJSON is one report as row_to_json spells it.
+type reportJSON struct {
+	ResourceID         string          `json:"resource_id"`
+	Adapter            string          `json:"adapter"`
+	ObservedGeneration int64           `json:"observed_generation"`
+	ObservedTime       *time.Time      `json:"observed_time"`
+	Conditions         json.RawMessage `json:"conditions"`
+	Data               json.RawMessage `json:"data"`
+	Metadata           json.RawMessage `json:"metadata"`
+	CreatedTime        time.Time       `json:"created_time"`
+	LastReportTime     *time.Time      `json:"last_report_time"`
+}
+
+func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*resource.Resource, []resource.AdapterStatus, error) {
+	where, args := "id = ?", []any{id}
+	if parentID != "" {
+		where += " AND parent_id = ?"
+		args = append(args, parentID)
+	}
+	var rows []row
+	err := rawScan(t.db.Raw(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
+		reps AS (SELECT `+statusColumns+` FROM adapter_statuses WHERE resource_id = (SELECT id FROM res) ORDER BY adapter FOR UPDATE)
+		SELECT res.*, (SELECT coalesce(json_agg(reps ORDER BY adapter), '[]') FROM reps) AS reports FROM res`, args...), &rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock %s %s and its reports: %w", d.Kind, id, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil, resource.NotFound(d, id)
+	}
+	r, err := rows[0].toResource(d, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	var reps []reportJSON
+	if err := json.Unmarshal(rows[0].Reports, &reps); err != nil {
+		return nil, nil, fmt.Errorf("decode the reports on %s %s: %w", d.Kind, id, err)
+	}
+	out := make([]resource.AdapterStatus, len(reps))
+	for i := range reps {
+		w := statusRow{ResourceID: reps[i].ResourceID, Adapter: reps[i].Adapter, ObservedGeneration: reps[i].ObservedGeneration,
+			ObservedTime: reps[i].ObservedTime, Conditions: reps[i].Conditions, Data: reps[i].Data, Metadata: reps[i].Metadata,
+			CreatedTime: reps[i].CreatedTime, LastReportTime: reps[i].LastReportTime}
+		if out[i], err = w.toStatus(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r, out, nil
+}
+
+func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus, save bool, event resource.EventType) error {
+	conds, err := json.Marshal(st.Conditions)
+	if err != nil {
+		return fmt.Errorf("encode conditions: %w", err)
+	}
+	// The guard repeats the service's freshness rule where the row is: a report older than the stored one
+	// writes nothing.
+	sql := `WITH up AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions,
+			data, metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (resource_id, adapter) DO UPDATE SET observed_generation = EXCLUDED.observed_generation,
+			observed_time = EXCLUDED.observed_time, conditions = EXCLUDED.conditions, data = EXCLUDED.data,
+			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
+			resource_generation = EXCLUDED.resource_generation, resource_deleting = EXCLUDED.resource_deleting,
+			finalized_generation = EXCLUDED.finalized_generation
+		WHERE adapter_statuses.observed_generation < EXCLUDED.observed_generation
+			OR (adapter_statuses.observed_generation = EXCLUDED.observed_generation AND adapter_statuses.observed_time <= EXCLUDED.observed_time)
+		RETURNING 1)`
+	args := []any{st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conds, []byte(st.Data),
+		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)}
+	final := `SELECT (SELECT count(*) FROM up) AS written, 0::bigint AS version`
+	if save {
+		w, err := toRow(d, r)
+		if err != nil {
+			return err
+		}
+		// A report changes the status only, never the generation or the deleting flag: the reports' copies of
+		// those (see Save) stay right.
+		sql += `, saved AS (UPDATE ` + d.Table + ` SET phase = ?, conditions = ?, aggregated_for = ?, version = version + 1
+				WHERE id = ? RETURNING id, version, generation),
+			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+				SELECT ?, ?, id, ?::uuid, generation, version FROM saved)`
+		args = append(args, w.Phase, w.Conditions, w.AggregatedFor, r.ID, string(event), d.Kind, nullableID(r.ParentID))
+		final = `SELECT (SELECT count(*) FROM up) AS written, (SELECT version FROM saved) AS version`
+	}
+	var outcome []struct {
+		Written int64
+		Version *int64
+	}
+	if err := rawScan(t.db.Raw(sql+" "+final, args...), &outcome); err != nil {
+		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
+	}
+	if len(outcome) != 1 || outcome[0].Written != 1 {
+		return resource.Errorf(resource.CodeStatusStale, "a newer report from %s about %s %s is already stored", st.Adapter, d.Kind, r.ID)
+	}
+	if save {
+		if outcome[0].Version == nil {
+			return resource.NotFound(d, r.ID)
+		}
+		r.Version = *outcome[0].Version
+	}
+	return nil
+}

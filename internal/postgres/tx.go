@@ -1,0 +1,192 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/hyperfleet/hyperfleet/internal/resource"
+)
+
+// Each Tx method is its own statement on purpose: under READ COMMITTED a statement reads a snapshot taken when
+// it starts, so what is read after Lock returns (the reports) must be read by a later statement to see the
+// writes of the transaction that held the lock before us.
+
+// txAttempts bounds retries of a transaction that lost a deadlock or serialization race; such a loss means
+// another writer won, so trying again soon almost always succeeds.
+const txAttempts = 4
+
+// InTx implements resource.Store.
+func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= txAttempts; attempt++ {
+		err = s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
+			return fn(&txStore{db: db, store: s})
+		})
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+func retryable(err error) bool {
+	code := sqlstate(err)
+	return code == sqlstateDeadlock || code == sqlstateSerialization
+}
+
+// txStore is resource.Tx on one open transaction.
+type txStore struct {
+	db    *gorm.DB
+	store *Store
+}
+
+var _ resource.Tx = (*txStore)(nil)
+
+func (t *txStore) Lock(d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
+	return t.store.get(t.db, d, parentID, id, true)
+}
+
+func (t *txStore) LockIDs(d *resource.Descriptor, ids []string) ([]*resource.Resource, error) {
+	return t.lockWhere(d, "id IN ?", ids)
+}
+
+func (t *txStore) LockChildren(d *resource.Descriptor, parentID string) ([]*resource.Resource, error) {
+	return t.lockWhere(d, "parent_id = ? AND deleted_time IS NULL", parentID)
+}
+
+func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([]*resource.Resource, error) {
+	var rows []row
+	// A fixed order keeps concurrent lockers of overlapping sets from deadlocking each other.
+	err := t.db.Table(d.Table).Select(columns(d)).Where(cond, args...).Order("id").
+		Clauses(clause.Locking{Strength: "UPDATE"}).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("lock %s rows: %w", d.Kind, err)
+	}
+	out := make([]*resource.Resource, len(rows))
+	for i := range rows {
+		r, err := rows[i].toResource(d, true)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (t *txStore) HasChildren(d *resource.Descriptor, id string) (bool, error) {
+	for _, child := range t.store.children[d] {
+		var found []string
+		if err := t.db.Table(child.Table).Where("parent_id = ?", id).Limit(1).Pluck("id", &found).Error; err != nil {
+			return false, fmt.Errorf("look for %s children: %w", child.Kind, err)
+		}
+		if len(found) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resource.EventType) error {
+	w, err := toRow(d, r)
+	if err != nil {
+		return err
+	}
+	// One round trip: the row (its version moves on), the event for the change feed, and the copies of its
+	// generation and deleting flag that make "pending" a single-row property of its reports (a no-op for them
+	// unless those changed).
+	var versions []int64
+	err = rawScan(t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
+			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, version = version + 1
+			WHERE id = ? RETURNING id, version, generation),
+		copied AS (UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
+			WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?)),
+		staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+			SELECT ?, ?, id, ?::uuid, generation, version FROM saved)
+		SELECT version FROM saved`,
+		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
+		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting(),
+		string(event), d.Kind, nullableID(r.ParentID)), &versions)
+	if err != nil {
+		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
+	}
+	if len(versions) != 1 {
+		return resource.NotFound(d, r.ID)
+	}
+	r.Version = versions[0]
+	return nil
+}
+
+func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, error) {
+	return readStatuses(t.db, ids)
+}
+
+// Remove implements resource.Tx: a removed event for each resource of the subtree, deepest first, then the
+// reports of the whole subtree (they have no foreign key, as they serve every kind), then the row, whose
+// descendants go with it by ON DELETE CASCADE.
+func (t *txStore) Remove(d *resource.Descriptor, id string) error {
+	levels, err := t.subtree(d, []string{id})
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for i := len(levels) - 1; i >= 0; i-- {
+		level := levels[i]
+		err := t.db.Exec(`INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
+			SELECT 'removed', ?, id, `+parentColumn(level.d)+`, generation, version FROM `+level.d.Table+` WHERE id IN ? ORDER BY id`,
+			level.d.Kind, level.ids).Error
+		if err != nil {
+			return fmt.Errorf("stage removed events of %s: %w", level.d.Kind, err)
+		}
+		ids = append(ids, level.ids...)
+	}
+	if err := t.db.Exec("DELETE FROM adapter_statuses WHERE resource_id IN ?", ids).Error; err != nil {
+		return fmt.Errorf("delete statuses of %s %s: %w", d.Kind, id, err)
+	}
+	res := t.db.Exec("DELETE FROM "+d.Table+" WHERE id = ?", id)
+	if res.Error != nil {
+		return fmt.Errorf("delete %s %s: %w", d.Kind, id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return resource.NotFound(d, id)
+	}
+	return nil
+}
+
+// parentColumn is the SQL for a row's parent id: the column for a child kind, NULL for a root kind.
+func parentColumn(d *resource.Descriptor) string {
+	if d.Parent == nil {
+		return "NULL::uuid"
+	}
+	return "parent_id"
+}
+
+// subtreeLevel is the ids of one kind in a subtree, all at one depth.
+type subtreeLevel struct {
+	d   *resource.Descriptor
+	ids []string
+}
+
+// subtree returns ids (of kind d) and their descendants, a level per kind and depth, from the top.
+func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]subtreeLevel, error) {
+	levels := []subtreeLevel{{d: d, ids: ids}}
+	for _, child := range t.store.children[d] {
+		var kids []string
+		if err := t.db.Table(child.Table).Where("parent_id IN ?", ids).Pluck("id", &kids).Error; err != nil {
+			return nil, fmt.Errorf("list %s children: %w", child.Kind, err)
+		}
+		if len(kids) == 0 {
+			continue
+		}
+		more, err := t.subtree(child, kids)
+		if err != nil {
+			return nil, err
+		}
+		levels = append(levels, more...)
+	}
+	return levels, nil
+}

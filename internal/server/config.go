@@ -1,0 +1,240 @@
+// Package server runs hyperfleet-api: it opens the database (configured or embedded), checks the schema, and
+// serves the API, health and metrics listeners until its context ends, then drains.
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+)
+
+// Environments pick defaults (HYPERFLEET_ENV).
+const (
+	EnvDevelopment        = "development"
+	EnvUnitTesting        = "unit_testing"
+	EnvIntegrationTesting = "integration_testing"
+	EnvProduction         = "production"
+)
+
+// Default ports of the API, health and metrics listeners.
+const (
+	DefaultAPIPort     = "8000"
+	DefaultHealthPort  = "8080"
+	DefaultMetricsPort = "9090"
+)
+
+// DefaultBindAddresses returns the API, health and metrics listeners' addresses for env when none is given. In
+// production they listen on every interface, since a load balancer, kubelet probes and Prometheus connect from
+// elsewhere. Everywhere else they listen on loopback: a development server runs an embedded database and accepts
+// development tokens, or no authentication at all, and nothing outside the machine should reach it unasked.
+func DefaultBindAddresses(env string) (api, health, metrics string) {
+	host := "127.0.0.1"
+	if env == EnvProduction {
+		host = ""
+	}
+	return net.JoinHostPort(host, DefaultAPIPort), net.JoinHostPort(host, DefaultHealthPort),
+		net.JoinHostPort(host, DefaultMetricsPort)
+}
+
+// Config is everything serve and migrate need. Flags fill it (cmd/hyperfleet-api).
+type Config struct {
+	Env string
+
+	APIBindAddress     string
+	HealthBindAddress  string
+	MetricsBindAddress string
+	HTTPReadTimeout    time.Duration
+	HTTPWriteTimeout   time.Duration
+	HTTPIdleTimeout    time.Duration
+	ShutdownTimeout    time.Duration
+	MaxBodyBytes       int64
+	// EnablePprof serves Go's profiler under /debug/pprof/ on the metrics listener.
+	EnablePprof bool
+	// HTTPS for the API, health and metrics listeners, each switched on separately, with one key pair.
+	EnableHTTPS        bool
+	EnableHealthHTTPS  bool
+	EnableMetricsHTTPS bool
+	HTTPSCertFile      string
+	HTTPSKeyFile       string
+
+	DB DBConfig
+
+	// EmbeddedDB starts a private PostgreSQL under EmbeddedDataDir instead of connecting to DB.
+	EmbeddedDB      bool
+	EmbeddedDataDir string
+	EmbeddedPort    uint32
+
+	// Auth: bearer JWTs (EnableJWT) and roles (EnableAuthz; from the token or the ACL file).
+	EnableJWT   bool
+	EnableAuthz bool
+	JWT         auth.VerifierConfig
+	ACLFile     string
+	// Tracing exports OpenTelemetry spans over OTLP/HTTP (off by default).
+	EnableTracing    bool
+	OTLPEndpoint     string
+	TraceSampleRatio float64
+
+	// RateLimit per identity (requests per second, 0 = unlimited) and its burst.
+	RateLimit float64
+	RateBurst int
+
+	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
+	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
+	// what migrate sets. nil: not given, serve uses the database's.
+	RequiredAdapters map[string][]string
+	// EventsRetention and EventsMax bound the change feed: events older, or further behind the newest, are
+	// removed (a watcher behind them must list again). 0 takes the default (24 h, 1,000,000).
+	EventsRetention time.Duration
+	EventsMax       int64
+	// EventsCompactEvery is how often retention runs (default 30 s).
+	EventsCompactEvery time.Duration
+	// WatchHeartbeat is how long a watch stays silent before a heartbeat comment (default 15 s).
+	WatchHeartbeat time.Duration
+	// EventsNATSURL, when set, relays the change feed to NATS JetStream: stream EventsNATSStream (default
+	// HYPERFLEET), subjects <EventsNATSSubjectPrefix>.<kind>.<type> (default prefix hyperfleet).
+	EventsNATSURL           string
+	EventsNATSStream        string
+	EventsNATSSubjectPrefix string
+	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
+	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
+	RequiredAdaptersCheck time.Duration
+
+	Version string
+	Build   string
+}
+
+// DBConfig locates the database. URL, when set, wins over the secret files.
+type DBConfig struct {
+	URL          string
+	HostFile     string
+	PortFile     string
+	NameFile     string
+	UserFile     string
+	PasswordFile string
+	SSLMode      string
+	MaxOpenConns int
+	Debug        bool
+	// StatementTimeout and LockTimeout bound each statement of the API's connections and its waits for row and
+	// table locks (PostgreSQL's statement_timeout and lock_timeout; 0 = none). A request that hits one is a 503.
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+}
+
+// Configured reports whether a database was given (a URL or a host secret file that exists).
+func (c DBConfig) Configured() bool {
+	if c.URL != "" {
+		return true
+	}
+	_, err := os.Stat(c.HostFile)
+	return c.HostFile != "" && err == nil
+}
+
+// DSN returns the connection URL, reading the secret files when no URL is set. Files hold one value each
+// (trailing white space ignored), as Kubernetes secrets mounted as files do.
+func (c DBConfig) DSN() (string, error) {
+	if c.URL != "" {
+		return c.URL, nil
+	}
+	read := func(path, what string, required bool) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if !required && os.IsNotExist(err) {
+				return "", nil
+			}
+			return "", fmt.Errorf("database %s: %w (set --db-url, or write the secret files with `make secrets`)", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	host, err := read(c.HostFile, "host", true)
+	if err != nil {
+		return "", err
+	}
+	port, err := read(c.PortFile, "port", false)
+	if err != nil {
+		return "", err
+	}
+	name, err := read(c.NameFile, "name", true)
+	if err != nil {
+		return "", err
+	}
+	user, err := read(c.UserFile, "user", true)
+	if err != nil {
+		return "", err
+	}
+	password, err := read(c.PasswordFile, "password", false)
+	if err != nil {
+		return "", err
+	}
+	if port == "" {
+		port = "5432"
+	}
+	u := url.URL{Scheme: "postgres", Host: host + ":" + port, Path: "/" + name, User: url.UserPassword(user, password)}
+	if password == "" {
+		u.User = url.User(user)
+	}
+	q := url.Values{}
+	q.Set("sslmode", c.SSLMode)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Validate reports configuration that cannot work for serve or migrate, with the flag to change.
+func (c Config) Validate() error {
+	switch c.Env {
+	case EnvDevelopment, EnvUnitTesting, EnvIntegrationTesting, EnvProduction:
+	default:
+		return fmt.Errorf("HYPERFLEET_ENV %q must be one of development, unit_testing, integration_testing, production", c.Env)
+	}
+	if c.Env == EnvProduction && c.EmbeddedDB {
+		return fmt.Errorf("--embedded-db is for development: production needs a real database (--db-url or --db-*-file)")
+	}
+	if (c.EnableHTTPS || c.EnableHealthHTTPS || c.EnableMetricsHTTPS) && (c.HTTPSCertFile == "" || c.HTTPSKeyFile == "") {
+		return fmt.Errorf("HTTPS needs --https-cert-file and --https-key-file")
+	}
+	if c.EnableTracing && (c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1) {
+		return fmt.Errorf("--trace-sample-ratio %g must be between 0 and 1", c.TraceSampleRatio)
+	}
+	if c.EnableAuthz && !c.EnableJWT {
+		return fmt.Errorf("--enable-authz needs --enable-jwt: roles come from authenticated identities")
+	}
+	if c.EnableJWT && (c.JWT.JWKSURL == "") == (c.JWT.JWKSFile == "") {
+		return fmt.Errorf("--enable-jwt needs exactly one of --jwk-cert-url and --jwk-cert-file")
+	}
+	if c.DB.StatementTimeout < 0 || c.DB.LockTimeout < 0 {
+		return fmt.Errorf("--db-statement-timeout and --db-lock-timeout must not be negative (0 turns one off)")
+	}
+	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
+		return fmt.Errorf("--db-sslmode=disable is refused in production")
+	}
+	return nil
+}
+
+// ParseRequiredAdapters reads `cluster=a,b;nodepool=c` into kind name → adapters. Kind names are matched
+// case-insensitively against kinds and their plurals when the descriptors are built.
+func ParseRequiredAdapters(specs []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, spec := range specs {
+		for _, part := range strings.Split(spec, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			kind, list, ok := strings.Cut(part, "=")
+			kind = strings.ToLower(strings.TrimSpace(kind))
+			if !ok || kind == "" {
+				return nil, fmt.Errorf("--required-adapters %q: want <kind>=<adapter>[,<adapter>…]", part)
+			}
+			for _, a := range strings.Split(list, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					out[kind] = append(out[kind], a)
+				}
+			}
+		}
+	}
+	return out, nil
+}
