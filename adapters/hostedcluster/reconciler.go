@@ -13,10 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
-	"github.com/hyperfleet/hyperfleet/internal/schedule"
 )
 
 // Name is the adapter name the applier reports under.

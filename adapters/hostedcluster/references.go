@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/internal/schedule"
 )
 
 // versionResolver is the adapter whose report on a VersionStream holds the release image to apply.

@@ -8,9 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
-	"github.com/hyperfleet/hyperfleet/internal/schedule"
 )
 
 // Condition types the applier reports besides the runtime's. Progressing, Degraded and ValidReleaseImage mirror

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // Options are the resolver's own settings, beside the runtime's.

@@ -13,8 +13,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // The demo's resources, created by `up` unless they exist. The stream follows the minor cincinnati-sim serves a few

@@ -15,9 +15,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/internal/server"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )

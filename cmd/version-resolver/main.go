@@ -18,8 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
 // version and build are set by the linker (-X) in `make build`.

@@ -8,9 +8,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
-	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
 
 // What a caller may store must be bounded field by field, or one user can make every list of a kind cost the

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // BenchmarkEncodeListPage measures what the API spends turning a page of 100 clusters, as a list reads them

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // appendResource must write the document present and encoding/json write, whatever the strings hold: the list

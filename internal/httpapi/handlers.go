@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/jsonb"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // kindHandler serves the routes of one kind; every kind gets one, built from its descriptor.

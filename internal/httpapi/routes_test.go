@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/internal/httpapi"
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/openapi"
 )
 
 // The router and openapi.yaml describe the same operations: a kind (or an operation) cannot be added to one and not

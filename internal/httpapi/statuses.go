@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // reportBody is an adapter's status report on the wire.

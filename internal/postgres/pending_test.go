@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/internal/aggregate"
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // statusRow is one adapter's report about one resource as read back. The table also carries a copy of the

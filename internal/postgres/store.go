@@ -13,8 +13,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Store is the resource.Store on PostgreSQL.

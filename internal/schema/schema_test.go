@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/openapi"
 )
 
 const (

@@ -28,7 +28,6 @@ import (
 	"gorm.io/gorm"
 	gormlogger "gorm.io/gorm/logger"
 
-	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/internal/embeddeddb"
 	"github.com/hyperfleet/hyperfleet/internal/eventrelay"
@@ -37,6 +36,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/openapi"
 )
 
 // Server is a running hyperfleet-api: its database and its three listeners.

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 

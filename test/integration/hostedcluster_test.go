@@ -22,9 +22,9 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster"
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/kubeenv"
 )

@@ -13,11 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
-	"github.com/hyperfleet/hyperfleet/internal/server"
 )
 
 // scriptedReconciler answers each call with the next step of its script (the last step repeats), and counts

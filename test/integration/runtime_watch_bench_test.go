@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/internal/server"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )

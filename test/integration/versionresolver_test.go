@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 

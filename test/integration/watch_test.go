@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
