@@ -63,7 +63,7 @@ define dev_up
 	  --required-adapters '$(REQUIRED_ADAPTERS)' $(if $(DB_URL),--db-url '$(DB_URL)') \
 	  $(if $(EMBEDDED_DB_DIR),--db-dir $(EMBEDDED_DB_DIR)) --db-port $(EMBEDDED_DB_PORT) \
 	  --api-address $(API_ADDR) --health-address $(HEALTH_ADDR) --metrics-address $(METRICS_ADDR) \
-	  --kube-assets $(K8S_ASSETS_DIR) --kube-assets-build test/k8sassets/build.sh \
+	  --kube-assets $(K8S_ASSETS_DIR) --kube-assets-build cmd/hyperfleet-dev/k8sassets/build.sh \
 	  --kube-address $(KUBE_ADDR) --etcd-address $(ETCD_ADDR) --time-scale $(SIM_TIME_SCALE) \
 	  --cincinnati-address $(CINCINNATI_SIM_ADDR) --hivelocity-address $(HIVELOCITY_SIM_ADDR) \
 	  --hypershift-health-address $(HYPERSHIFT_SIM_ADDR) --version-resolver-ops-address $(VERSION_RESOLVER_ADDR) \
@@ -91,7 +91,7 @@ K8S_ASSETS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/k8s/1.37.2
 
 .PHONY: k8s-assets
 k8s-assets: ## Build kube-apiserver and etcd for envtest into ~/.cache/hyperfleet/k8s (once; prints the directory)
-	@HYPERFLEET_K8S_ASSETS=$(K8S_ASSETS_DIR) test/k8sassets/build.sh
+	@HYPERFLEET_K8S_ASSETS=$(K8S_ASSETS_DIR) cmd/hyperfleet-dev/k8sassets/build.sh
 
 # The Hivelocity claim race runs again and again: exactly-once must hold on every interleaving it meets.
 CLAIM_RACE_RUNS ?= 10

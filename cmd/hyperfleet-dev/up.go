@@ -109,7 +109,7 @@ func (c *upConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.requiredAdapters, "required-adapters", c.requiredAdapters, "serve --required-adapters")
 
 	fs.StringVar(&c.kubeAssets, "kube-assets", c.kubeAssets, "directory with etcd and kube-apiserver ($KUBEBUILDER_ASSETS; make k8s-assets)")
-	fs.StringVar(&c.kubeAssetsBuild, "kube-assets-build", c.kubeAssetsBuild, "script that builds the kube assets when they are missing, run before kube (make run: test/k8sassets/build.sh)")
+	fs.StringVar(&c.kubeAssetsBuild, "kube-assets-build", c.kubeAssetsBuild, "script that builds the kube assets when they are missing, run before kube (make run: cmd/hyperfleet-dev/k8sassets/build.sh)")
 	fs.StringVar(&c.kubeAddr, "kube-address", c.kubeAddr, "kube-apiserver's HTTPS listener (the kubeconfig follows it)")
 	fs.StringVar(&c.etcdAddr, "etcd-address", c.etcdAddr, "etcd's client listener")
 	fs.StringVar(&c.namespace, "namespace", c.namespace, "namespace of the HostedClusters")

@@ -39,11 +39,11 @@ const (
 	// variable envtest itself reads; when set, it wins over every default.
 	EnvAssets = "KUBEBUILDER_ASSETS"
 
-	// EnvBuildDir names the variable with which test/k8sassets/build.sh is told where to put the binaries; Start
+	// EnvBuildDir names the variable with which cmd/hyperfleet-dev/k8sassets/build.sh is told where to put the binaries; Start
 	// looks there too, so that a moved build is found without a second variable.
 	EnvBuildDir = "HYPERFLEET_K8S_ASSETS"
 
-	// KubernetesVersion is the version of the binaries that test/k8sassets/build.sh builds and Start expects.
+	// KubernetesVersion is the version of the binaries that cmd/hyperfleet-dev/k8sassets/build.sh builds and Start expects.
 	KubernetesVersion = "1.37.2"
 
 	// FieldManager is the field manager with which Start installs the CRDs.
@@ -139,12 +139,12 @@ const missingAssets = `kubeenv: no Kubernetes test binaries: %v
 looked in %s (%s).
 
 Build etcd and kube-apiserver %s once (cached outside the clone; a cold build takes 6-25 min on two cores):
-    make k8s-assets        # runs test/k8sassets/build.sh
+    make k8s-assets        # runs cmd/hyperfleet-dev/k8sassets/build.sh
 or point %s at a directory that holds both.`
 
 // AssetsDir returns the directory in which Start looks for etcd and kube-apiserver, and a note of where that
 // choice came from: $KUBEBUILDER_ASSETS if set, else $HYPERFLEET_K8S_ASSETS if set, else the cache directory that
-// test/k8sassets/build.sh fills, ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/k8s/<KubernetesVersion>.
+// cmd/hyperfleet-dev/k8sassets/build.sh fills, ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet/k8s/<KubernetesVersion>.
 func AssetsDir() (dir, source string) {
 	if v := os.Getenv(EnvAssets); v != "" {
 		return v, "from " + EnvAssets
