@@ -828,6 +828,65 @@ type ReportedCondition struct {
 // ReportedConditionStatus defines model for ReportedCondition.Status.
 type ReportedConditionStatus string
 
+// Resource A resource of any kind: the members every kind has, its spec as a plain object (the kind's own schema, e.g.
+// `ClusterSpec`, says what it holds) and, for a child kind, its parent. Generic clients decode every kind with it.
+type Resource struct {
+	CreatedBy   string     `json:"created_by"`
+	CreatedTime time.Time  `json:"created_time"`
+	DeletedBy   *string    `json:"deleted_by,omitempty"`
+	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
+
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels          Labels           `json:"labels"`
+	Name            string           `json:"name"`
+	OwnerReferences *ObjectReference `json:"owner_references,omitempty"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string                 `json:"resource_version"`
+	Spec            map[string]interface{} `json:"spec"`
+	Status          ResourceStatus         `json:"status"`
+	UpdatedBy       string                 `json:"updated_by"`
+	UpdatedTime     time.Time              `json:"updated_time"`
+}
+
+// ResourceCreate The body of any kind's create; the kind's own `<Kind>Create` schema says what its spec and name must be.
+type ResourceCreate struct {
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels *Labels                `json:"labels,omitempty"`
+	Name   string                 `json:"name"`
+	Spec   map[string]interface{} `json:"spec"`
+}
+
+// ResourceList A page of resources of any kind, as each kind's `<Kind>List` is.
+type ResourceList struct {
+	Items []Resource `json:"items"`
+
+	// Kind Example: ClusterList
+	Kind string `json:"kind"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
+}
+
 // ResourceMeta defines model for ResourceMeta.
 type ResourceMeta struct {
 	CreatedBy   string     `json:"created_by"`
