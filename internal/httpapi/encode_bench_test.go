@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
 	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkEncodeListPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	set, err := kinds.Build(doc, nil)
+	set, err := kinds.Build(doc, api.Kinds(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

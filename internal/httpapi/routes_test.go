@@ -16,6 +16,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
 	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // The router and openapi.yaml describe the same operations: a kind (or an operation) cannot be added to one and not
@@ -24,7 +25,7 @@ import (
 func TestRoutesAreTheDocumentsOperations(t *testing.T) {
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(t, err)
-	set, err := kinds.Build(doc, nil)
+	set, err := kinds.Build(doc, api.Kinds(), nil)
 	require.NoError(t, err)
 	srv, err := httpapi.NewHandler(httpapi.Config{}, nil, set.All, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
 	require.NoError(t, err)

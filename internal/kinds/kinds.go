@@ -1,5 +1,6 @@
-// Package kinds builds the descriptors of the resource kinds HyperFleet serves. main calls Build once and hands
-// the result to the store and the router; there is no global registry.
+// Package kinds builds the server's descriptors of the resource kinds from the kind table (api.Kinds) and adds
+// what only the server knows: the rules OpenAPI cannot state, keyed by kind, and the required adapters. main calls
+// Build once and hands the result to the store and the router; there is no global registry.
 package kinds
 
 import (
@@ -9,14 +10,14 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
-// Set is every kind, with the ones other packages refer to by name.
+// Set is every kind's descriptor, with the ones other packages refer to by name.
 type Set struct {
 	All             []*resource.Descriptor
 	Cluster         *resource.Descriptor
@@ -25,54 +26,53 @@ type Set struct {
 	UpgradeSchedule *resource.Descriptor
 }
 
-// Build returns the descriptors, with spec schemas from doc and required adapters per kind name (e.g.
-// {"cluster": ["hostedcluster-applier"]}; kind names match kinds and plurals case-insensitively). It returns an error naming a schema that doc lacks or a kind in
+// rules are the per-kind rules that OpenAPI 3.0 cannot state, by kind name; a kind without any has none.
+func rules() map[string]func(spec map[string]any) []resource.FieldError {
+	return map[string]func(spec map[string]any) []resource.FieldError{
+		"Cluster":         clusterRules,
+		"NodePool":        nodePoolRules,
+		"UpgradeSchedule": upgradeScheduleRules,
+	}
+}
+
+// Build returns the descriptors of the table's kinds (api.Kinds(), or a test build's), with spec schemas from doc
+// and required adapters per kind name (e.g. {"cluster": ["hostedcluster-applier"]}; kind names match kinds and
+// plurals case-insensitively). It returns an error naming a malformed table, a schema that doc lacks, or a kind in
 // required that does not exist.
-func Build(doc *schema.Document, required map[string][]string) (*Set, error) {
-	spec := func(name string) (resource.SpecSchema, error) {
-		s, err := doc.Spec(name)
+func Build(doc *schema.Document, table *api.KindTable, required map[string][]string) (*Set, error) {
+	if err := table.Check(); err != nil {
+		return nil, err
+	}
+	byKind := map[*api.Kind]*resource.Descriptor{}
+	set := &Set{}
+	extra := rules()
+	for _, k := range table.All() {
+		s, err := doc.Spec(k.SpecSchema)
 		if err != nil {
 			return nil, err
 		}
-		return specSchema{s}, nil
+		var spec resource.SpecSchema = specSchema{s}
+		if r, ok := extra[k.Name]; ok {
+			spec = withRules{spec, r}
+		}
+		d := &resource.Descriptor{Kind: k.Name, Plural: k.Plural, Table: k.Plural, NameMin: k.NameMin, NameMax: k.NameMax, Spec: spec}
+		byKind[k] = d
+		set.All = append(set.All, d)
 	}
-	clusterSpec, err := spec("ClusterSpec")
-	if err != nil {
-		return nil, err
+	for k, d := range byKind {
+		d.Parent = byKind[k.Parent]
+		for _, r := range k.References {
+			d.References = append(d.References, resource.Reference{Field: r.Field, Kind: byKind[r.Kind]})
+		}
 	}
-	nodePoolSpec, err := spec("NodePoolSpec")
-	if err != nil {
-		return nil, err
-	}
-	versionStreamSpec, err := spec("VersionStreamSpec")
-	if err != nil {
-		return nil, err
-	}
-	upgradeScheduleSpec, err := spec("UpgradeScheduleSpec")
-	if err != nil {
-		return nil, err
-	}
-	upgradeSchedule := &resource.Descriptor{Kind: "UpgradeSchedule", Plural: "upgradeschedules", Table: "upgradeschedules", NameMin: 1, NameMax: 63,
-		Spec: withRules{upgradeScheduleSpec, upgradeScheduleRules}}
-	versionStream := &resource.Descriptor{Kind: "VersionStream", Plural: "versionstreams", Table: "versionstreams", NameMin: 1, NameMax: 63, Spec: versionStreamSpec}
-	cluster := &resource.Descriptor{Kind: "Cluster", Plural: "clusters", Table: "clusters", NameMin: 3, NameMax: 53,
-		Spec:       withRules{clusterSpec, clusterRules},
-		References: []resource.Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}}}
-	nodePool := &resource.Descriptor{Kind: "NodePool", Plural: "nodepools", Table: "nodepools", Parent: cluster, NameMin: 3, NameMax: 15,
-		Spec: withRules{nodePoolSpec, nodePoolRules}}
-	set := &Set{All: []*resource.Descriptor{cluster, nodePool, versionStream, upgradeSchedule}, Cluster: cluster, NodePool: nodePool,
-		VersionStream: versionStream, UpgradeSchedule: upgradeSchedule}
-	byKind := map[string]*resource.Descriptor{}
-	for _, d := range set.All {
-		byKind[strings.ToLower(d.Kind)] = d
-		byKind[strings.ToLower(d.Plural)] = d
-	}
+	set.Cluster, set.NodePool = byKind[table.Cluster], byKind[table.NodePool]
+	set.VersionStream, set.UpgradeSchedule = byKind[table.VersionStream], byKind[table.UpgradeSchedule]
 	for kind, adapters := range required {
-		d, ok := byKind[strings.ToLower(kind)]
-		if !ok {
+		k := table.Lookup(kind)
+		if k == nil || byKind[k] == nil {
 			return nil, fmt.Errorf("required adapters name kind %q, which does not exist", kind)
 		}
-		d.RequiredAdapters = adapters
+		byKind[k].RequiredAdapters = adapters
 	}
 	for _, d := range set.All {
 		if err := d.Check(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
 	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -54,7 +55,7 @@ func TestPendingColumnFollowsTheVocabulary(t *testing.T) {
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(t, err)
 	// Two required adapters: the other never finalizes, so a resource the first one finalizes stays to be looked at.
-	set, err := kinds.Build(doc, map[string][]string{"versionstream": {adapter, other}})
+	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"versionstream": {adapter, other}})
 	require.NoError(t, err)
 	db := harness.OpenGorm(t, harness.NewDatabase(t))
 	svc := resource.NewService(postgres.NewStore(db, set.All), set.All)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/openapi"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // Environments pick defaults (HYPERFLEET_ENV).
@@ -104,8 +106,30 @@ type Config struct {
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration
 
+	// Kinds are the kinds served (nil: api.Kinds()), and OpenAPI the document their schemas come from and the API
+	// publishes (nil: the embedded openapi.yaml). A build that serves kinds of its own, such as the throwaway-kind
+	// test, sets both and migrates their tables (postgres.KindTableMigration).
+	Kinds   *api.KindTable
+	OpenAPI []byte
+
 	Version string
 	Build   string
+}
+
+// kinds returns the kinds to serve.
+func (c Config) kinds() *api.KindTable {
+	if c.Kinds == nil {
+		return api.Kinds()
+	}
+	return c.Kinds
+}
+
+// document returns the OpenAPI document to serve.
+func (c Config) document() []byte {
+	if c.OpenAPI == nil {
+		return openapi.Document()
+	}
+	return c.OpenAPI
 }
 
 // DBConfig locates the database. URL, when set, wins over the secret files.

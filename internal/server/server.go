@@ -36,7 +36,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
 )
 
 // Server is a running hyperfleet-api: its database and its three listeners.
@@ -83,7 +82,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err := postgres.CheckSchema(ctx, s.db); err != nil {
 		return nil, err
 	}
-	doc, err := schema.Load(openapi.Document())
+	doc, err := schema.Load(s.cfg.document())
 	if err != nil {
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
@@ -324,7 +323,7 @@ func requiredOf(set *kinds.Set) (postgres.RequiredAdapters, []string) {
 // start on it sets from its flags. A replica given other ones does not start, since two replicas aggregating for
 // different sets would flip every resource's status between them.
 func (s *Server) agreeRequiredAdapters(ctx context.Context, doc *schema.Document) (*kinds.Set, error) {
-	given, err := kinds.Build(doc, s.cfg.RequiredAdapters)
+	given, err := kinds.Build(doc, s.cfg.kinds(), s.cfg.RequiredAdapters)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +337,7 @@ func (s *Server) agreeRequiredAdapters(ctx context.Context, doc *schema.Document
 			"change the database's with `hyperfleet-api migrate --required-adapters '...'`, or start without the flag to serve the database's",
 			ErrRequiredAdapters, describeRequired(want), describeRequired(stored))
 	}
-	set, err := kinds.Build(doc, stored)
+	set, err := kinds.Build(doc, s.cfg.kinds(), stored)
 	if err != nil {
 		return nil, fmt.Errorf("the database's required adapters: %w", err)
 	}
@@ -497,11 +496,11 @@ func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
 // setRequiredAdapters makes the configured required adapters the database's. Serving replicas notice, drain and
 // exit; started again, they re-aggregate every resource for them.
 func (s *Server) setRequiredAdapters(ctx context.Context) error {
-	doc, err := schema.Load(openapi.Document())
+	doc, err := schema.Load(s.cfg.document())
 	if err != nil {
 		return fmt.Errorf("load openapi document: %w", err)
 	}
-	set, err := kinds.Build(doc, s.cfg.RequiredAdapters)
+	set, err := kinds.Build(doc, s.cfg.kinds(), s.cfg.RequiredAdapters)
 	if err != nil {
 		return err
 	}

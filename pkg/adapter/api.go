@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,9 +23,11 @@ import (
 // VersionStream and the version resolver's report on it.
 type API struct {
 	client *api.ClientWithResponses
+	// plain is client's generated client, which the generic operations (resources.go) extend.
+	plain *api.Client
 	// stream makes the runtime's watch requests: the same transport, but no overall timeout, since a watch's answer
 	// lasts as long as the watch (an idle timeout guards it instead; see watchSource).
-	stream api.ClientInterface
+	stream *api.Client
 	token  *tokenFile // nil: no authentication
 }
 
@@ -71,7 +72,7 @@ func retryable(err error) bool {
 // newAPI returns the API at server (e.g. http://localhost:8000; a trailing base path is tolerated) over base.
 func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics) (*API, error) {
 	transport := &apiTransport{base: base, token: token, metrics: m}
-	client, err := api.NewClientWithResponses(apiServer(server), api.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}))
+	plain, err := api.NewClient(apiServer(server), api.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}))
 	if err != nil {
 		return nil, fmt.Errorf("hyperfleet-api client: %w", err)
 	}
@@ -79,13 +80,13 @@ func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics)
 	if err != nil {
 		return nil, fmt.Errorf("hyperfleet-api watch client: %w", err)
 	}
-	return &API{client: client, stream: stream, token: token}, nil
+	return &API{client: &api.ClientWithResponses{ClientInterface: plain}, plain: plain, stream: stream, token: token}, nil
 }
 
 // apiServer returns the server URL the generated client takes: the API's address without the base path, which
 // the document's paths include.
 func apiServer(url string) string {
-	return strings.TrimSuffix(strings.TrimRight(url, "/"), basePath)
+	return strings.TrimSuffix(strings.TrimRight(url, "/"), api.BasePath)
 }
 
 // Generated returns the generated client, for reads the helpers below do not cover. Its requests are
@@ -99,7 +100,7 @@ func (a *API) Get(ctx context.Context, kind *Kind, parentID, id string) (*Object
 	if err != nil {
 		return nil, err
 	}
-	return kind.ops.get(withOp(ctx, "get"), a.client, ref)
+	return a.get(withOp(ctx, "get"), kind, ref)
 }
 
 // FindByName returns the live resource of kind with the given name (under parentID for a child kind);
@@ -108,7 +109,7 @@ func (a *API) FindByName(ctx context.Context, kind *Kind, parentID, name string)
 	if !conditions.ValidAdapterName(name) { // resource names are DNS labels too; anything else cannot match
 		return nil, fmt.Errorf("%s %q: %w", kind.Name, name, ErrNotFound)
 	}
-	page, err := kind.ops.list(withOp(ctx, "find"), a.client, parentID, listQuery{search: "name = '" + name + "'", size: 1, fields: "id,owner_references"})
+	page, err := a.list(withOp(ctx, "find"), kind, parentID, listQuery{search: "name = '" + name + "'", size: 1, fields: "id,owner_references"})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func (a *API) status(ctx context.Context, kind *Kind, parentID, id, adapter stri
 	if err != nil {
 		return nil, err
 	}
-	all, err := kind.ops.statuses(ctx, a.client, ref)
+	all, err := a.statuses(ctx, kind, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -162,17 +163,15 @@ func conditionsOf(in []api.Condition) []conditions.Condition {
 	return out
 }
 
-// ref is a resource's ids as the generated client takes them.
-type ref struct{ parent, id uuid.UUID }
-
-func parseRef(kind *Kind, parentID, id string) (ref, error) {
-	var r ref
+// parseRef reads a resource's ids as the generic client takes them.
+func parseRef(kind *Kind, parentID, id string) (api.ResourceRef, error) {
+	var r api.ResourceRef
 	var err error
-	if r.id, err = uuid.Parse(id); err != nil {
+	if r.ID, err = uuid.Parse(id); err != nil {
 		return r, fmt.Errorf("%s id %q: %w", kind.Name, id, ErrNotFound)
 	}
 	if kind.Parent != nil {
-		if r.parent, err = uuid.Parse(parentID); err != nil {
+		if r.Parent, err = uuid.Parse(parentID); err != nil {
 			return r, fmt.Errorf("%s parent id %q: %w", kind.Name, parentID, ErrNotFound)
 		}
 	}
@@ -184,17 +183,23 @@ func sendFailed(ctx context.Context, err error) error {
 	return fmt.Errorf("hyperfleet-api %s: %w", opOf(ctx), err)
 }
 
-// check turns a generated client's answer into an *APIError unless it is a success.
-func check(ctx context.Context, resp *http.Response, body []byte) error {
-	if resp.StatusCode < 300 {
-		return nil
+// check returns the error of a request that got no answer, an *APIError for an answer other than a success, and
+// an error for a success without the document expected.
+func check[T any](ctx context.Context, answer *api.Answer[T], err error) error {
+	if err != nil {
+		return sendFailed(ctx, err)
 	}
-	e := &APIError{Op: opOf(ctx), Status: resp.StatusCode}
-	var p api.Problem
-	if json.Unmarshal(body, &p) == nil {
-		e.Code, e.Detail = p.Code, deref(p.Detail)
+	if answer.StatusCode() >= 300 {
+		e := &APIError{Op: opOf(ctx), Status: answer.StatusCode()}
+		if p := answer.Problem(); p != nil {
+			e.Code, e.Detail = p.Code, deref(p.Detail)
+		}
+		return e
 	}
-	return e
+	if answer.JSON200 == nil {
+		return fmt.Errorf("hyperfleet-api %s: answered %d without a JSON document", opOf(ctx), answer.StatusCode())
+	}
+	return nil
 }
 
 type opKey struct{}

@@ -17,8 +17,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
-// basePath is where hyperfleet-api serves its resources.
-const basePath = "/api/hyperfleet/v1"
 
 // MaxShards bounds --shard-count.
 const MaxShards = 1024

@@ -151,7 +151,7 @@ func (s *dependentsSource) list(ctx context.Context) (string, error) {
 	queued, after, position := 0, "", ""
 	for {
 		q := listQuery{fields: referencedFields, size: r.cfg.PageSize, order: "id", after: after}
-		page, err := s.dep.Kind.ops.list(withOp(ctx, "list referenced"), r.api.client, "", q)
+		page, err := r.api.list(withOp(ctx, "list referenced"), s.dep.Kind, "", q)
 		if err != nil {
 			return "", s.failed(ctx, err)
 		}
@@ -210,7 +210,7 @@ func (s *dependentsSource) handle(ctx context.Context, e *feedEvent) error {
 		return nil
 	default:
 		// NATS relays the event without the resource: read it as a list would show it.
-		page, err := s.dep.Kind.ops.list(withOp(ctx, "get referenced"), s.r.api.client, "",
+		page, err := s.r.api.list(withOp(ctx, "get referenced"), s.dep.Kind, "",
 			listQuery{search: "id = '" + id + "'", fields: referencedFields, size: 1, includeDeleted: true})
 		if err != nil {
 			return err
@@ -312,7 +312,7 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 	for {
 		q := listQuery{search: "spec." + s.dep.Field + " = '" + name + "'", fields: "id,owner_references", size: r.cfg.PageSize,
 			order: "id", after: after}
-		page, err := s.primary.ops.list(withOp(ctx, "list dependents"), r.api.client, "", q)
+		page, err := r.api.list(withOp(ctx, "list dependents"), s.primary, "", q)
 		if err != nil {
 			return queued, err
 		}

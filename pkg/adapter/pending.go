@@ -61,7 +61,7 @@ func (s *pendingSource) list(ctx context.Context) (string, error) {
 			q.resyncAfter = startupRecheck
 		}
 		q.fields, q.size, q.order, q.after = "id,generation,owner_references", r.cfg.PageSize, "id", after
-		page, err := s.kind.ops.list(withOp(ctx, "list pending"), r.api.client, "", q)
+		page, err := r.api.list(withOp(ctx, "list pending"), s.kind, "", q)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.metrics.polls.WithLabelValues(s.kind.Name, "error").Inc()
@@ -134,6 +134,6 @@ func (s *pendingSource) pending(ctx context.Context, e *feedEvent, key Key) (boo
 	}
 	q := s.query()
 	q.search, q.fields, q.size = "id = '"+key.ID+"'", "id,owner_references", 1
-	page, err := s.kind.ops.list(withOp(ctx, "check pending"), s.r.api.client, "", q)
+	page, err := s.r.api.list(withOp(ctx, "check pending"), s.kind, "", q)
 	return len(page.items) > 0, err
 }

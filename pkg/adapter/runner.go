@@ -458,7 +458,7 @@ func (r *Runner) putStatus(ctx context.Context, kind *Kind, key Key, report api.
 	if err != nil {
 		return err
 	}
-	return kind.ops.putStatus(withOp(ctx, "put status"), r.api.client, ref, report)
+	return r.api.putStatus(withOp(ctx, "put status"), kind, ref, report)
 }
 
 // apiFailed handles a failed API call of a reconcile: a resource that is gone is forgotten, anything else is

@@ -25,7 +25,7 @@ const shardSample = 10
 // another --shard-count: the fleet would be split two ways, some resources reconciled twice and others never.
 // Changing the shard count therefore means stopping every replica first.
 func (r *Runner) checkShards(ctx context.Context, kind *Kind) error {
-	recent, err := kind.ops.list(withOp(ctx, "list recent"), r.api.client, "",
+	recent, err := r.api.list(withOp(ctx, "list recent"), kind, "",
 		listQuery{size: shardSample, order: "updated_time desc", includeDeleted: true, fields: "id,owner_references"})
 	if err != nil {
 		// Not knowing is no reason to refuse: the API may be starting too. The poll will keep trying.

@@ -112,16 +112,15 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 		q.resourceVersion = position
 	}
 	reqCtx := withOp(ctx, "watch")
-	resp, err := kind.ops.watch(reqCtx, r.api.stream, q)
+	resp, err := r.api.watch(reqCtx, kind, q)
 	if err != nil {
 		return false, sendFailed(reqCtx, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		body, readErr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		err := check(reqCtx, resp, body)
-		if readErr != nil && err == nil {
-			err = fmt.Errorf("hyperfleet-api watch %s: %w", kind.Plural, readErr)
+		answer, err := api.ReadAnswer[api.Problem](resp, nil)
+		if err == nil {
+			err = check(reqCtx, answer, nil)
 		}
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusGone && apiErr.Code == watchExpired {
@@ -184,11 +183,11 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 // watchError reads an error event: the API says the stream fell behind retention while connected, or something
 // else ended it.
 func watchError(kind *Kind, data string) error {
-	var p struct{ Code, Detail string }
+	var p api.Problem
 	if err := json.Unmarshal([]byte(data), &p); err != nil {
 		return fmt.Errorf("hyperfleet-api watch %s: an error event that is not a problem (%q): %w", kind.Plural, data, err)
 	}
-	err := fmt.Errorf("hyperfleet-api watch %s: error event %s %s", kind.Plural, p.Code, p.Detail)
+	err := fmt.Errorf("hyperfleet-api watch %s: error event %s %s", kind.Plural, p.Code, deref(p.Detail))
 	if p.Code == watchExpired {
 		return &relistError{reason: relistExpired, err: err}
 	}

@@ -184,7 +184,7 @@ func TestPendingDecidesUnfilteredEvents(t *testing.T) {
 		if pending {
 			items = `[{"id":"` + id.String() + `","kind":"VersionStream","href":"/x"}]`
 		}
-		w.Header().Set("Content-Type", sparseMediaType)
+		w.Header().Set("Content-Type", api.SparseMediaType)
 		_, _ = io.WriteString(w, `{"kind":"VersionStreamList","page":1,"size":1,"total":1,"resource_version":"5","items":`+items+`}`)
 	}))
 	t.Cleanup(srv.Close)

@@ -31,7 +31,7 @@ func startWithCallers(tb testing.TB) *api.ClientWithResponses {
 	db := harness.OpenGorm(tb, dsn)
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(tb, err)
-	set, err := kinds.Build(doc, nil)
+	set, err := kinds.Build(doc, api.Kinds(), nil)
 	require.NoError(tb, err)
 	h, err := httpapi.NewHandler(httpapi.Config{
 		Authenticate: func(r *http.Request) (auth.Identity, error) {

@@ -145,7 +145,7 @@ func seedStream(tb testing.TB, dsn, name string) {
 	tb.Helper()
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(tb, err)
-	set, err := kinds.Build(doc, nil)
+	set, err := kinds.Build(doc, api.Kinds(), nil)
 	require.NoError(tb, err)
 	svc := resource.NewService(postgres.NewStore(harness.OpenGorm(tb, dsn), set.All), set.All)
 	ctx := resource.WithCaller(ctxFor(tb), resource.Caller{Name: "test-seed", Admin: true})
