@@ -17,7 +17,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
-
 // MaxShards bounds --shard-count.
 const MaxShards = 1024
 
