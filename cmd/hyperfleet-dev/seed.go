@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
@@ -19,10 +21,20 @@ const (
 	demoSchedule      = "anytime"
 )
 
-func demoScheduleSpec() api.UpgradeScheduleSpec {
-	utc := "UTC"
-	days := []api.UpgradeScheduleSpecWindowsDays{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
-	return api.UpgradeScheduleSpec{Timezone: &utc, Windows: &[]api.UpgradeWindow{{Days: days, Start: "00:00", Duration: "24h"}}}
+// demoResources are the demo's resources, in the order they are created, as the generic client creates them.
+func demoResources(kinds *api.KindTable) []demoResource {
+	days := []any{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+	return []demoResource{
+		{kinds.VersionStream, api.ResourceCreate{Name: demoStream, Spec: map[string]any{"target_version": demoStreamVersion}}},
+		{kinds.UpgradeSchedule, api.ResourceCreate{Name: demoSchedule, Spec: map[string]any{"timezone": "UTC",
+			"windows": []any{map[string]any{"days": days, "start": "00:00", "duration": "24h"}}}}},
+	}
+}
+
+// demoResource is one resource the demo needs.
+type demoResource struct {
+	kind *api.Kind
+	body api.ResourceCreate
 }
 
 // seed creates the demo's VersionStream and UpgradeSchedule through the API, leaving alone any that exists (a
@@ -39,42 +51,29 @@ func (s *stack) seed(ctx context.Context, log *slog.Logger) error {
 			return nil
 		}))
 	}
-	client, err := api.NewClientWithResponses("http://"+s.cfg.apiAddr, opts...)
+	client, err := api.NewClient("http://"+s.cfg.apiAddr, opts...)
 	if err != nil {
 		return err
 	}
 	return seedDemo(ctx, client, log)
 }
 
-// seedDemo creates what is missing of the demo's resources.
-func seedDemo(ctx context.Context, client *api.ClientWithResponses, log *slog.Logger) error {
-	stream, err := client.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{
-		Name: demoStream, Spec: api.VersionStreamSpec{TargetVersion: demoStreamVersion},
-	})
-	if err != nil {
-		return fmt.Errorf("create VersionStream %s: %w", demoStream, err)
-	}
-	if err := seeded(log, "VersionStream", demoStream, stream.StatusCode(), stream.Body); err != nil {
-		return err
-	}
-	schedule, err := client.CreateUpgradeScheduleWithResponse(ctx, api.UpgradeScheduleCreate{
-		Name: demoSchedule, Spec: demoScheduleSpec(),
-	})
-	if err != nil {
-		return fmt.Errorf("create UpgradeSchedule %s: %w", demoSchedule, err)
-	}
-	return seeded(log, "UpgradeSchedule", demoSchedule, schedule.StatusCode(), schedule.Body)
-}
-
-// seeded logs what a create did: 201 created it, 409 found the name taken (kept as it is).
-func seeded(log *slog.Logger, kind, name string, status int, body []byte) error {
-	switch status {
-	case http.StatusCreated:
-		log.Info("created", "kind", kind, "name", name)
-	case http.StatusConflict:
-		log.Info("exists; left as it is", "kind", kind, "name", name)
-	default:
-		return fmt.Errorf("create %s %s: %d %s", kind, name, status, body)
+// seedDemo creates what is missing of the demo's resources: 201 created one, 409 found the name taken (kept as it
+// is).
+func seedDemo(ctx context.Context, client *api.Client, log *slog.Logger) error {
+	for _, r := range demoResources(api.Kinds()) {
+		answer, err := api.ReadAnswer[api.Resource](client.CreateResource(ctx, r.kind, uuid.Nil, r.body))
+		if err != nil {
+			return fmt.Errorf("create %s %s: %w", r.kind.Name, r.body.Name, err)
+		}
+		switch answer.StatusCode() {
+		case http.StatusCreated:
+			log.Info("created", "kind", r.kind.Name, "name", r.body.Name)
+		case http.StatusConflict:
+			log.Info("exists; left as it is", "kind", r.kind.Name, "name", r.body.Name)
+		default:
+			return fmt.Errorf("create %s %s: %d %s", r.kind.Name, r.body.Name, answer.StatusCode(), answer.Body)
+		}
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func TestSeedIsIdempotent(t *testing.T) {
 	client := startAPI(t)
 	ctx := t.Context()
 	var first bytes.Buffer
-	require.NoError(t, seedDemo(ctx, client, slog.New(slog.NewJSONHandler(&first, nil))))
+	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), slog.New(slog.NewJSONHandler(&first, nil))))
 	require.Equal(t, 2, strings.Count(first.String(), `"msg":"created"`), first.String())
 
 	tz := "Europe/Berlin"
@@ -50,7 +50,7 @@ func TestSeedIsIdempotent(t *testing.T) {
 	require.Equal(t, http.StatusOK, patched.StatusCode(), "%s", patched.Body)
 
 	var second bytes.Buffer
-	require.NoError(t, seedDemo(ctx, client, slog.New(slog.NewJSONHandler(&second, nil))))
+	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), slog.New(slog.NewJSONHandler(&second, nil))))
 	require.Equal(t, 2, strings.Count(second.String(), `"msg":"exists; left as it is"`), second.String())
 
 	streams, err := client.ListVersionStreamsWithResponse(ctx, nil)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	openapitypes "github.com/oapi-codegen/runtime/types"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
@@ -150,11 +151,12 @@ func run(ctx context.Context, cfg config) error {
 			return nil
 		}))
 	}
-	client, err := api.NewClientWithResponses(cfg.url, opts...)
+	gen, err := api.NewClient(cfg.url, opts...)
 	if err != nil {
 		return fmt.Errorf("client for %s: %w", cfg.url, err)
 	}
-	info, err := client.GetAPIInfoWithResponse(ctx)
+	client := &loadClient{Client: gen, kinds: api.Kinds()}
+	info, err := (&api.ClientWithResponses{ClientInterface: gen}).GetAPIInfoWithResponse(ctx)
 	if err != nil {
 		return fmt.Errorf("no hyperfleet-api at %s (start one with `make run`): %w", cfg.url, err)
 	}
@@ -188,8 +190,8 @@ func run(ctx context.Context, cfg config) error {
 
 // checkAccess asks for one page the load needs, so that a missing or refused token is one clear error rather than
 // every request of every phase failing.
-func checkAccess(ctx context.Context, cfg config, client *api.ClientWithResponses) error {
-	resp, err := client.ListVersionStreamsWithResponse(ctx, &api.ListVersionStreamsParams{Size: ptr(1)})
+func checkAccess(ctx context.Context, cfg config, client *loadClient) error {
+	resp, err := api.ReadAnswer[api.ResourceList](client.ListResources(ctx, client.kinds.VersionStream, uuid.Nil, &api.ListParams{Size: ptr(1)}))
 	if err != nil {
 		return fmt.Errorf("list version streams: %w", err)
 	}
@@ -207,7 +209,7 @@ func checkAccess(ctx context.Context, cfg config, client *api.ClientWithResponse
 }
 
 // clusterPhases creates (or finds) the clusters and runs the phases that work on them.
-func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithResponses, record func(result)) error {
+func clusterPhases(ctx context.Context, cfg config, client *loadClient, record func(result)) error {
 	ids, err := createPhase(ctx, cfg, client, record)
 	if err != nil {
 		return err
@@ -223,10 +225,10 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 	all := []namedPhase{
 		// Read phases read the body but do not decode it: they measure the server, not this client's JSON.
 		{"get", func(ctx context.Context, _ int) (answer, error) {
-			return drain(client.GetCluster(ctx, ids[rand.IntN(len(ids))])) //nolint:bodyclose // drain closes it
+			return drain(client.GetResource(ctx, client.kinds.Cluster, api.ResourceRef{ID: ids[rand.IntN(len(ids))]})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"list", func(ctx context.Context, _ int) (answer, error) {
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)})) //nolint:bodyclose // drain closes it
+			return drain(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{Page: ptr(1 + rand.IntN(pages)), Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"walk", func(ctx context.Context, _ int) (answer, error) {
 			// Each request continues a walk where an earlier one stopped (or starts one), by cursor and without
@@ -237,7 +239,7 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 				after = &c
 			default:
 			}
-			got, next, err := drainNext(client.ListClusters(ctx, &api.ListClustersParams{After: after, Count: ptr(false), Size: ptr(100)})) //nolint:bodyclose // drainNext closes it
+			got, next, err := drainNext(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{After: after, Count: ptr(false), Size: ptr(100)})) //nolint:bodyclose // drainNext closes it
 			if next != "" {
 				cursors <- next // never blocks: at most one per client in flight
 			}
@@ -246,7 +248,7 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 		{"search", func(ctx context.Context, _ int) (answer, error) {
 			// One env in four matches a shard, so a quarter of searches return 100 clusters, the rest none.
 			q := fmt.Sprintf("labels.env = '%s' and labels.shard = '%d'", envs[rand.IntN(len(envs))], rand.IntN(100))
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{Search: &q, Size: ptr(100)})) //nolint:bodyclose // drain closes it
+			return drain(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{Search: &q, Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 		{"status", func(ctx context.Context, _ int) (answer, error) {
 			return report(ctx, client, ids[rand.IntN(len(ids))], cfg.adapters[rand.IntN(len(cfg.adapters))], time.Now())
@@ -255,7 +257,7 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 			return report(ctx, client, ids[i], cfg.adapters[0], time.Now())
 		}, len(ids)},
 		{"poll", func(ctx context.Context, _ int) (answer, error) {
-			return drain(client.ListClusters(ctx, &api.ListClustersParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)})) //nolint:bodyclose // drain closes it
+			return drain(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
 	}
 	for _, p := range all {
@@ -268,12 +270,12 @@ func clusterPhases(ctx context.Context, cfg config, client *api.ClientWithRespon
 
 // report posts a healthy status report about cluster id as adapter, observed at observed. A first report is 201
 // and later ones 200; both are the same upsert, so both count as 200.
-func report(ctx context.Context, client *api.ClientWithResponses, id openapitypes.UUID, adapter string, observed time.Time) (answer, error) {
-	resp, err := client.PostClusterStatusWithResponse(ctx, id, api.AdapterStatusReport{
+func report(ctx context.Context, client *loadClient, id openapitypes.UUID, adapter string, observed time.Time) (answer, error) {
+	resp, err := api.ReadAnswer[api.AdapterStatus](client.PutResourceStatus(ctx, client.kinds.Cluster, api.ResourceRef{ID: id}, api.AdapterStatusReport{
 		Adapter: adapter, ObservedGeneration: 1, ObservedTime: observed.UTC(),
 		Conditions: []api.ReportedCondition{{Type: "Available", Status: "True"}, {Type: "Health", Status: "True"}},
 		Data:       &map[string]interface{}{"load": true},
-	})
+	}))
 	if err != nil {
 		return answer{}, err
 	}
@@ -284,15 +286,16 @@ func report(ctx context.Context, client *api.ClientWithResponses, id openapitype
 }
 
 // createPhase creates the clusters (when the create phase is on) or pages through the existing ones.
-func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponses, record func(result)) ([]openapitypes.UUID, error) {
+func createPhase(ctx context.Context, cfg config, client *loadClient, record func(result)) ([]openapitypes.UUID, error) {
 	if !cfg.phases["create"] {
 		var ids []openapitypes.UUID
 		for page := 1; len(ids) < cfg.clusters; page++ {
-			resp, err := client.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(page), Size: ptr(500), Fields: ptr("id")})
+			resp, err := api.ReadAnswer[api.SparseList](client.ListResources(ctx, client.kinds.Cluster, uuid.Nil,
+				&api.ListParams{Page: ptr(page), Size: ptr(500), Fields: ptr("id")}))
 			if err != nil {
 				return nil, fmt.Errorf("list clusters: %w", err)
 			}
-			sparse := resp.ApplicationvndHyperfleetSparseJSON200
+			sparse := resp.JSON200
 			if sparse == nil {
 				return nil, fmt.Errorf("list clusters: %d %s", resp.StatusCode(), resp.Body)
 			}
@@ -315,15 +318,15 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 	envs := []string{"prod", "staging", "dev", "test"}
 	record(phase(ctx, cfg, "create", cfg.clusters, func(ctx context.Context, i int) (answer, error) {
 		labels := api.Labels{"env": envs[i%len(envs)], "shard": fmt.Sprint(i % 100)}
-		resp, err := client.CreateClusterWithResponse(ctx, api.ClusterCreate{
+		resp, err := api.ReadAnswer[api.Resource](client.CreateResource(ctx, client.kinds.Cluster, uuid.Nil, api.ResourceCreate{
 			Name: fmt.Sprintf("%s-%d", cfg.prefix, i), Labels: &labels,
-			Spec: api.ClusterSpec{VersionStream: loadStream},
-		})
+			Spec: map[string]any{"version_stream": loadStream},
+		}))
 		if err != nil {
 			return answer{}, err
 		}
-		if resp.JSON201 != nil {
-			ids[i] = resp.JSON201.Id
+		if resp.JSON200 != nil {
+			ids[i] = resp.JSON200.Id
 		}
 		return answer{status: resp.StatusCode(), code: problemCode(resp.Body)}, nil
 	}, http.StatusCreated))
@@ -335,15 +338,15 @@ func createPhase(ctx context.Context, cfg config, client *api.ClientWithResponse
 }
 
 // streamPhases creates the load's version streams and waits for them to be resolved, as asked.
-func streamPhases(ctx context.Context, cfg config, client *api.ClientWithResponses, record func(result)) error {
+func streamPhases(ctx context.Context, cfg config, client *loadClient, record func(result)) error {
 	minors := []string{"4.15", "4.16", "4.17"}
-	groups := []api.VersionStreamSpecChannelGroup{api.VersionStreamSpecChannelGroupStable, api.VersionStreamSpecChannelGroupFast}
+	groups := []string{"stable", "fast"}
 	if cfg.phases["streams"] {
 		record(phase(ctx, cfg, "streams", cfg.streams, func(ctx context.Context, i int) (answer, error) {
-			resp, err := client.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{
+			resp, err := api.ReadAnswer[api.Resource](client.CreateResource(ctx, client.kinds.VersionStream, uuid.Nil, api.ResourceCreate{
 				Name: fmt.Sprintf("%s-s%d", cfg.prefix, i),
-				Spec: api.VersionStreamSpec{TargetVersion: minors[i%len(minors)], ChannelGroup: &groups[i/len(minors)%len(groups)]},
-			})
+				Spec: map[string]any{"target_version": minors[i%len(minors)], "channel_group": groups[i/len(minors)%len(groups)]},
+			}))
 			if err != nil {
 				return answer{}, err
 			}
@@ -358,7 +361,7 @@ func streamPhases(ctx context.Context, cfg config, client *api.ClientWithRespons
 	query := fmt.Sprintf("name like '%s-s%%' and status.phase = 'Ready'", cfg.prefix)
 	start := time.Now()
 	for {
-		resp, err := client.ListVersionStreamsWithResponse(ctx, &api.ListVersionStreamsParams{Search: &query, Size: ptr(1)})
+		resp, err := api.ReadAnswer[api.ResourceList](client.ListResources(ctx, client.kinds.VersionStream, uuid.Nil, &api.ListParams{Search: &query, Size: ptr(1)}))
 		if err != nil {
 			return fmt.Errorf("count resolved streams: %w", err)
 		}
@@ -379,12 +382,19 @@ func streamPhases(ctx context.Context, cfg config, client *api.ClientWithRespons
 	}
 }
 
+// loadClient is the generic client with the kinds the load works on.
+type loadClient struct {
+	*api.Client
+	kinds *api.KindTable
+}
+
 // loadStream is the VersionStream the load's clusters name.
 const loadStream = "load-4-16"
 
 // ensureStream creates the named stream unless it exists.
-func ensureStream(ctx context.Context, client *api.ClientWithResponses, name string) error {
-	resp, err := client.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: name, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
+func ensureStream(ctx context.Context, client *loadClient, name string) error {
+	resp, err := api.ReadAnswer[api.Resource](client.CreateResource(ctx, client.kinds.VersionStream, uuid.Nil,
+		api.ResourceCreate{Name: name, Spec: map[string]any{"target_version": "4.16"}}))
 	if err != nil {
 		return fmt.Errorf("create version stream %s: %w", name, err)
 	}
