@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-gormigrate/gormigrate/v2"
@@ -22,7 +23,7 @@ func migrations() []*gormigrate.Migration {
 		{
 			ID: "202611300003_clusters_nodepools",
 			Migrate: func(tx *gorm.DB) error {
-				return execAll(tx, append(resourceTableDDL("clusters", ""), resourceTableDDL("nodepools", "clusters")...))
+				return execAll(tx, append(kindTableDDL("clusters", "", addedLater()...), kindTableDDL("nodepools", "clusters", addedLater()...)...))
 			},
 		},
 		{
@@ -60,14 +61,14 @@ func migrations() []*gormigrate.Migration {
 		{
 			ID: "202611300005_versionstreams",
 			Migrate: func(tx *gorm.DB) error {
-				return execAll(tx, append(resourceTableDDL("versionstreams", ""),
+				return execAll(tx, append(kindTableDDL("versionstreams", "", addedLater()...),
 					`ALTER TABLE versionstreams ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
 			},
 		},
 		{
 			ID: "202612010006_upgradeschedules",
 			Migrate: func(tx *gorm.DB) error {
-				return execAll(tx, append(resourceTableDDL("upgradeschedules", ""),
+				return execAll(tx, append(kindTableDDL("upgradeschedules", "", addedLater()...),
 					`ALTER TABLE upgradeschedules ADD COLUMN aggregated_for text NOT NULL DEFAULT ''`))
 			},
 		},
@@ -156,31 +157,59 @@ func SchemaVersion() string {
 	return m[len(m)-1].ID
 }
 
-// resourceTableDDL creates the table of one kind. Every kind has the same columns, so the generic store can serve
-// it; parentTable names the parent kind's table for a child kind.
-func resourceTableDDL(table, parentTable string) []string {
+// addedLater are the columns of the table template that released migrations added to the first kinds' tables by
+// ALTER TABLE after creating them without: those migrations create their tables without these columns, so that
+// they stay as released.
+func addedLater() []string { return []string{"aggregated_for", "version"} }
+
+// kindColumns are the columns of every kind's table after id (and parent_id for a child kind), in order.
+func kindColumns() [][2]string {
+	return [][2]string{
+		{"name", "text NOT NULL"},
+		{"labels", "jsonb NOT NULL DEFAULT '{}'"},
+		{"spec", "jsonb NOT NULL DEFAULT '{}'"},
+		{"generation", "bigint NOT NULL DEFAULT 1"},
+		{"phase", "text NOT NULL"},
+		{"conditions", "jsonb NOT NULL DEFAULT '[]'"},
+		{"created_time", "timestamptz NOT NULL"},
+		{"updated_time", "timestamptz NOT NULL"},
+		{"created_by", "text NOT NULL"},
+		{"updated_by", "text NOT NULL"},
+		{"deleted_time", "timestamptz"},
+		{"deleted_by", "text"},
+		// The required adapters the stored aggregate was computed for: a change of them re-aggregates.
+		{"aggregated_for", "text NOT NULL DEFAULT ''"},
+		// version changes on every write of a row (labels, spec, status, deletion), unlike generation, which counts
+		// spec changes for the adapters: it is the ETag that If-Match compares.
+		{"version", "bigint NOT NULL DEFAULT 1"},
+	}
+}
+
+// KindTableMigration is the migration that adds a kind: its table from the one template, with every column the
+// generic store reads, its storage settings and its indexes. parentTable names the parent kind's table for a child
+// kind. A new kind's migration is appended to migrations() as
+//
+//	KindTableMigration("<yyyymmddhhmm>_<plural>", "<plural>", "")
+func KindTableMigration(id, table, parentTable string) *gormigrate.Migration {
+	return &gormigrate.Migration{ID: id, Migrate: func(tx *gorm.DB) error { return execAll(tx, kindTableDDL(table, parentTable)) }}
+}
+
+// kindTableDDL is the table template: the statements that create one kind's table with every column but those
+// named in without (which released migrations added later), so that the generic store can serve it.
+func kindTableDDL(table, parentTable string, without ...string) []string {
 	parentCol, uniqueCols := "", "name"
 	if parentTable != "" {
-		parentCol = fmt.Sprintf("parent_id uuid NOT NULL REFERENCES %s (id) ON DELETE CASCADE,", parentTable)
+		parentCol = fmt.Sprintf("\n\t\t\tparent_id uuid NOT NULL REFERENCES %s (id) ON DELETE CASCADE,", parentTable)
 		uniqueCols = "parent_id, name"
 	}
+	var cols []string
+	for _, c := range kindColumns() {
+		if !slices.Contains(without, c[0]) {
+			cols = append(cols, c[0]+" "+c[1])
+		}
+	}
 	stmts := []string{
-		fmt.Sprintf(`CREATE TABLE %[1]s (
-			id uuid PRIMARY KEY,
-			%[2]s
-			name text NOT NULL,
-			labels jsonb NOT NULL DEFAULT '{}',
-			spec jsonb NOT NULL DEFAULT '{}',
-			generation bigint NOT NULL DEFAULT 1,
-			phase text NOT NULL,
-			conditions jsonb NOT NULL DEFAULT '[]',
-			created_time timestamptz NOT NULL,
-			updated_time timestamptz NOT NULL,
-			created_by text NOT NULL,
-			updated_by text NOT NULL,
-			deleted_time timestamptz,
-			deleted_by text
-		)`, table, parentCol),
+		fmt.Sprintf("CREATE TABLE %s (\n\t\t\tid uuid PRIMARY KEY,%s\n\t\t\t%s\n\t\t)", table, parentCol, strings.Join(cols, ",\n\t\t\t")),
 		// Every adapter report rewrites its resource's aggregate, so these tables churn: room on each page keeps
 		// updates HOT, and vacuuming early keeps counts index-only and the planner's statistics current.
 		fmt.Sprintf(`ALTER TABLE %s SET (fillfactor = 85, autovacuum_vacuum_scale_factor = 0.02,
@@ -216,9 +245,10 @@ func execAll(tx *gorm.DB, stmts []string) error {
 	return nil
 }
 
-// Migrate brings the schema to the latest version. It is idempotent and safe to run from several processes at
-// once: it holds a Postgres advisory lock on one pinned connection while it works.
-func Migrate(ctx context.Context, db *gorm.DB) error {
+// Migrate brings the schema to the latest version, then applies extra (the tables of a build's own kinds, such as
+// the throwaway-kind test's: KindTableMigration). It is idempotent and safe to run from several processes at once:
+// it holds a Postgres advisory lock on one pinned connection while it works.
+func Migrate(ctx context.Context, db *gorm.DB, extra ...*gormigrate.Migration) error {
 	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
 		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockKey).Error; err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
@@ -228,7 +258,7 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 		opts := *gormigrate.DefaultOptions
 		opts.TableName = migrationsTable
 		opts.UseTransaction = true
-		if err := gormigrate.New(conn, &opts, migrations()).Migrate(); err != nil {
+		if err := gormigrate.New(conn, &opts, append(migrations(), extra...)).Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
