@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func TestBuild(t *testing.T) {
@@ -66,7 +67,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln, sim.Handler(), slog.New(slog.DiscardHandler)) }()
+	go func() { done <- command.Serve(ctx, ln, sim.Handler(), slog.New(slog.DiscardHandler)) }()
 
 	resp, err := http.Get("http://" + ln.Addr().String() + cincinnatisim.GraphPath + "?channel=stable-4.16&arch=amd64")
 	require.NoError(t, err)
@@ -78,7 +79,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	cmd := command()
+	cmd := newCommand()
 	cmd.SetArgs([]string{"--version"})
 	var out bytes.Buffer
 	cmd.SetOut(&out)
@@ -91,7 +92,7 @@ func TestVersion(t *testing.T) {
 func TestCommandLogsJSON(t *testing.T) {
 	var stderr logbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := command()
+	cmd := newCommand()
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--series-minors", "4.16", "--series-patches", "2"})
 	cmd.SetErr(&stderr)
 	done := make(chan error, 1)

@@ -8,15 +8,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
@@ -26,46 +23,19 @@ var (
 	build   = "unknown"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hivelocity-provisioner:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main(newCommand()) }
 
-func command() *cobra.Command {
-	rt := adapter.Defaults(hivelocity.Name, adapter.DefaultOpsBindAddress("8093"))
+func newCommand() *cobra.Command {
 	opts := hivelocity.DefaultOptions()
-	logLevel := "info"
-	cmd := &cobra.Command{
-		Use:           "hivelocity-provisioner",
-		Short:         "Provision NodePools as Hivelocity bare-metal devices",
-		Version:       version + " (" + build + ")",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+	return adapter.Command(adapter.Program{
+		Name: hivelocity.Name, Short: "Provision NodePools as Hivelocity bare-metal devices",
+		OpsPort: "8093", Version: version, Build: build, Flags: opts.AddFlags,
+		Run: func(ctx context.Context, rt adapter.Config, log *slog.Logger) error {
+			a, err := hivelocity.New(rt, opts, log)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			return run(cmd.Context(), rt, opts, log)
+			return a.Run(ctx)
 		},
-	}
-	rt.AddFlags(cmd.Flags())
-	opts.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
-	return cmd
-}
-
-func run(ctx context.Context, rt adapter.Config, opts hivelocity.Options, log *slog.Logger) error {
-	a, err := hivelocity.New(rt, opts, log)
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
+	})
 }

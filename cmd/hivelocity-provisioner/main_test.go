@@ -38,7 +38,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command()
+			cmd := newCommand()
 			cmd.SetArgs(append(tt.args, "--ops-bind-address", "127.0.0.1:0"))
 			err := cmd.Execute()
 			require.Error(t, err)
@@ -48,7 +48,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 }
 
 func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
-	cmd := command()
+	cmd := newCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
@@ -59,5 +59,5 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.
 func TestOpsListenerHasItsOwnPort(t *testing.T) {
 	t.Setenv("HYPERFLEET_ENV", "production")
-	require.Equal(t, ":8093", command().Flags().Lookup("ops-bind-address").DefValue)
+	require.Equal(t, ":8093", newCommand().Flags().Lookup("ops-bind-address").DefValue)
 }

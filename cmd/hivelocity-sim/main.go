@@ -14,20 +14,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hivelocitysim"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 // version and build are set by the linker (-X) in `make build`.
@@ -40,54 +37,36 @@ var (
 const defaultAPIKey = "dev"
 
 type config struct {
-	listen            string
-	apiKeyFile        string
-	apiKeyInterval    time.Duration
-	timeScale         float64
-	durations         hivelocitysim.Durations
-	rateLimit         hivelocitysim.RateLimit
-	rateLimitReset    string
-	seedFile          string
-	stateFile         string
-	seedDemo          bool
-	logLevel          string
-	logOutput         io.Writer
-	clock             clock.WithTicker
-	shutdownTimeout   time.Duration
-	readHeaderTimeout time.Duration
+	listen         string
+	apiKeyFile     string
+	apiKeyInterval time.Duration
+	timeScale      float64
+	durations      hivelocitysim.Durations
+	rateLimit      hivelocitysim.RateLimit
+	rateLimitReset string
+	seedFile       string
+	stateFile      string
+	seedDemo       bool
+	clock          clock.WithTicker
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hivelocity-sim:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main(newCommand()) }
 
-func command() *cobra.Command {
+func newCommand() *cobra.Command {
 	cfg := config{
-		durations:         hivelocitysim.DefaultDurations(),
-		rateLimit:         hivelocitysim.DocumentedRateLimit(),
-		clock:             clock.RealClock{},
-		shutdownTimeout:   10 * time.Second,
-		readHeaderTimeout: 10 * time.Second,
+		durations: hivelocitysim.DefaultDurations(),
+		rateLimit: hivelocitysim.DocumentedRateLimit(),
+		clock:     clock.RealClock{},
 	}
-	cmd := &cobra.Command{
-		Use:           "hivelocity-sim",
-		Short:         "Serve a simulated Hivelocity API for development and tests",
-		Version:       version + " (" + build + ")",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.logOutput = cmd.ErrOrStderr()
-			return run(cmd.Context(), cfg)
-		},
-	}
-	fs := cmd.Flags()
+	return command.Program{
+		Name: "hivelocity-sim", Short: "Serve a simulated Hivelocity API for development and tests",
+		Version: version, Build: build, Flags: cfg.addFlags,
+		Run: func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) },
+	}.Command()
+}
+
+// addFlags binds the simulator's flags to cfg.
+func (cfg *config) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9500", "address to serve on")
 	fs.StringVar(&cfg.apiKeyFile, "api-key-file", "", "file of valid API keys, one per line, re-read when it changes (default: accept the key \"dev\")")
 	fs.DurationVar(&cfg.apiKeyInterval, "api-key-reload-interval", 2*time.Second, "how often --api-key-file is checked for changes")
@@ -103,17 +82,10 @@ func command() *cobra.Command {
 	fs.StringVar(&cfg.seedFile, "seed-file", "", "JSON list of devices to seed")
 	fs.StringVar(&cfg.stateFile, "state-file", "", "file the simulator's devices, catalogue and SSH keys are saved in after every change and restored from at start, instead of seeding (empty: nothing is kept)")
 	fs.BoolVar(&cfg.seedDemo, "seed-demo", false, "seed a dozen spare devices in LAX2 and NYC1 (types hvControlPlane and hvWorker) and the SSH key hyperfleet-dev")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug (logs every API request), info, warn or error")
-	return cmd
 }
 
 // run builds the simulator and serves it on cfg.listen until ctx is done, re-reading the API key file meanwhile.
-func run(ctx context.Context, cfg config) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	logger := slog.New(slog.NewJSONHandler(cfg.logOutput, &slog.HandlerOptions{Level: level}))
+func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	sim, keyFile, err := newSimulator(cfg, logger)
 	if err != nil {
 		return err
@@ -126,9 +98,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 		handler = file.Handler(handler)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.listen)
+	ln, err := command.Listen(ctx, cfg.listen)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "version", version, "devices", len(sim.Devices()),
 		"time_scale", cfg.timeScale)
@@ -139,7 +111,7 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.apiKeyFile != "" {
 		wg.Go(func() { watchKeys(ctx, cfg.clock, cfg.apiKeyFile, cfg.apiKeyInterval, keyFile, sim, logger) })
 	}
-	err = serve(ctx, ln, handler, cfg, logger)
+	err = command.Serve(ctx, ln, handler, logger)
 	cancel()
 	wg.Wait()
 	return err
@@ -246,26 +218,4 @@ func watchKeys(ctx context.Context, clk clock.WithTicker, path string, every tim
 		last = data
 		logger.Info("api keys reloaded", "path", path, "count", len(keys))
 	}
-}
-
-// serve serves h on ln until ctx is done, then shuts down, giving in-flight requests cfg.shutdownTimeout.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, cfg config, logger *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.readHeaderTimeout}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	return nil
 }

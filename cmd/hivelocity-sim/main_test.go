@@ -58,7 +58,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 			// A cancelled context makes a command that wrongly accepts its flags return at once instead of serving.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			cmd := command()
+			cmd := newCommand()
 			cmd.SetArgs(append([]string{"--listen", "127.0.0.1:0"}, tt.args...))
 			cmd.SetErr(io.Discard)
 			err := cmd.ExecuteContext(ctx)
@@ -69,7 +69,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	cmd := command()
+	cmd := newCommand()
 	cmd.SetArgs([]string{"--version"})
 	var out bytes.Buffer
 	cmd.SetOut(&out)
@@ -119,7 +119,7 @@ func (l *logLines) messages() []string {
 func TestCommandServesUntilCancelled(t *testing.T) {
 	keys := writeFile(t, "keys", "k1\n")
 	seed := writeFile(t, "seed.json", `[{"deviceId": 5000, "locationName": "TPA1", "productId": 504, "tags": ["caphv-use=allow"]}]`)
-	cmd := command()
+	cmd := newCommand()
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--seed-demo", "--seed-file", seed, "--api-key-file", keys,
 		"--time-scale", "100", "--log-level", "debug", "--rate-limit", "50", "--rate-limit-reset", "unix"})
 	pr, pw := io.Pipe()
@@ -231,7 +231,7 @@ func ptr(s string) *string { return &s }
 func TestStateFileSurvivesRestart(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "dev", "hivelocity.json")
 	start := func() (base string, stop func() []string) {
-		cmd := command()
+		cmd := newCommand()
 		cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--seed-demo", "--state-file", state})
 		pr, pw := io.Pipe()
 		cmd.SetErr(pw)

@@ -8,7 +8,7 @@ import (
 )
 
 func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
-	cmd := command()
+	cmd := newCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
@@ -19,5 +19,5 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.
 func TestOpsListenerHasItsOwnPort(t *testing.T) {
 	t.Setenv("HYPERFLEET_ENV", "production")
-	require.Equal(t, ":8092", command().Flags().Lookup("ops-bind-address").DefValue)
+	require.Equal(t, ":8092", newCommand().Flags().Lookup("ops-bind-address").DefValue)
 }

@@ -14,13 +14,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 )
@@ -125,17 +125,8 @@ func (o *options) addDatabaseFlags(fs *pflag.FlagSet) {
 // finish applies HYPERFLEET_* environment variables to flags not given on the command line, then the
 // environment's defaults.
 func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
-	var envErr error
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		name := "HYPERFLEET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && !f.Changed {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return nil, envErr
+	if err := command.BindEnv(cmd.Flags(), os.LookupEnv); err != nil {
+		return nil, err
 	}
 	o.cfg.Env = os.Getenv("HYPERFLEET_ENV")
 	if o.cfg.Env == "" {
@@ -159,9 +150,9 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 	if !o.cfg.EmbeddedDB && o.cfg.Env == server.EnvDevelopment && !o.cfg.DB.Configured() {
 		o.cfg.EmbeddedDB = true
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+	log, err := command.Logger(cmd.ErrOrStderr(), o.logLevel)
+	if err != nil {
+		return nil, err
 	}
 	// Not given, serve uses the database's required adapters and migrate leaves them as they are.
 	if f := cmd.Flags().Lookup("required-adapters"); f != nil && f.Changed {
@@ -172,7 +163,6 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		o.cfg.RequiredAdapters = required
 	}
 	o.cfg.Version, o.cfg.Build = version, build
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return log, nil
 }
 

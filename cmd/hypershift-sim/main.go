@@ -11,22 +11,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftsim"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 // Set by the build (-ldflags -X).
@@ -42,61 +40,39 @@ type config struct {
 	deletionDelay time.Duration
 	version       string
 	createSecrets bool
-	logLevel      string
 	healthAddr    string
-	// stderr receives the JSON logs.
-	stderr io.Writer
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command(run).ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hypershift-sim:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main(newCommand(run)) }
 
-// command parses the flags into a config and hands it to runFn.
-func command(runFn func(context.Context, config) error) *cobra.Command {
+// newCommand parses the flags into a config and hands it to runFn.
+func newCommand(runFn func(context.Context, config, *slog.Logger) error) *cobra.Command {
 	cfg := config{
 		delay:         hypershiftsim.DefaultDelay,
 		deletionDelay: hypershiftsim.DefaultDeletionDelay,
 		version:       hypershiftsim.DefaultVersion,
 		createSecrets: true,
-		logLevel:      "info",
 	}
-	cmd := &cobra.Command{
-		Use:           "hypershift-sim",
-		Version:       version + " (" + build + ")",
-		Short:         "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.stderr = cmd.ErrOrStderr()
-			return runFn(cmd.Context(), cfg)
-		},
-	}
-	fs := cmd.Flags()
+	return command.Program{
+		Name: "hypershift-sim", Short: "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
+		Version: version, Build: build, Flags: cfg.addFlags,
+		Run: func(ctx context.Context, log *slog.Logger) error { return runFn(ctx, cfg, log) },
+	}.Command()
+}
+
+// addFlags binds the simulator's flags to cfg.
+func (cfg *config) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.StringVar(&cfg.namespace, "namespace", "", "namespace of the HostedClusters to simulate (default: all namespaces)")
 	fs.DurationVar(&cfg.delay, "delay", cfg.delay, "how long each rollout of a release image takes (0: at once)")
 	fs.DurationVar(&cfg.deletionDelay, "deletion-delay", cfg.deletionDelay, "how long after a deletion the finalizer is removed")
 	fs.StringVar(&cfg.version, "fallback-version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests) when no hyperfleet.io/release-version annotation does")
 	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
-	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.healthAddr, "health-bind-address", "", "address of /healthz and /readyz (empty: none)")
-	return cmd
 }
 
 // run simulates HyperShift on the cluster cfg points at until ctx is done.
-func run(ctx context.Context, cfg config) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
+func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.delay < 0 || cfg.deletionDelay < 0 {
 		return errors.New("--delay and --deletion-delay must not be negative")
 	}
@@ -108,7 +84,6 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(cfg.stderr, &slog.HandlerOptions{Level: level}))
 	logger.Info("connecting", "server", restCfg.Host, "version", version)
 	sim := hypershiftsim.New(client, hypershiftsim.Options{
 		Namespace:     cfg.namespace,
@@ -121,24 +96,19 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.healthAddr == "" {
 		return sim.Run(ctx)
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.healthAddr)
+	ln, err := command.Listen(ctx, cfg.healthAddr)
 	if err != nil {
 		return fmt.Errorf("--health-bind-address: %w", err)
 	}
 	logger.Info("serving health", "addr", ln.Addr().String())
+	// The health listener lives as long as the simulator.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	g, ctx := errgroup.WithContext(ctx)
-	srv := &http.Server{Handler: healthHandler(sim), ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error { return command.Serve(ctx, ln, healthHandler(sim), logger) })
 	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("health listener: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		err := sim.Run(ctx)
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return errors.Join(err, srv.Shutdown(shutdownCtx))
+		defer stop()
+		return sim.Run(ctx)
 	})
 	return g.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -31,14 +32,14 @@ func TestCommandFlags(t *testing.T) {
 	}{
 		{"defaults", nil, config{
 			delay: hypershiftsim.DefaultDelay, deletionDelay: hypershiftsim.DefaultDeletionDelay,
-			version: hypershiftsim.DefaultVersion, createSecrets: true, logLevel: "info",
+			version: hypershiftsim.DefaultVersion, createSecrets: true,
 		}, false},
 		{"all flags", []string{
 			"--kubeconfig", "/k", "--namespace", "clusters", "--delay", "0", "--deletion-delay", "1m",
 			"--fallback-version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
 			"--health-bind-address", "127.0.0.1:9600",
 		}, config{
-			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0", logLevel: "debug",
+			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0",
 			healthAddr: "127.0.0.1:9600",
 		}, false},
 		{"positional arguments", []string{"extra"}, config{}, true},
@@ -47,7 +48,7 @@ func TestCommandFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got config
-			cmd := command(func(_ context.Context, cfg config) error { got = cfg; return nil })
+			cmd := newCommand(func(_ context.Context, cfg config, _ *slog.Logger) error { got = cfg; return nil })
 			cmd.SetArgs(tt.args)
 			cmd.SetErr(&bytes.Buffer{})
 			err := cmd.Execute()
@@ -56,7 +57,6 @@ func TestCommandFlags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			got.stderr = nil
 			require.Equal(t, tt.want, got)
 		})
 	}
@@ -68,14 +68,12 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		cfg  config
 		want string
 	}{
-		{"log level", config{logLevel: "loud"}, "--log-level"},
-		{"negative delay", config{logLevel: "info", delay: -time.Second}, "must not be negative"},
-		{"missing kubeconfig", config{logLevel: "info", kubeconfig: filepath.Join(t.TempDir(), "nope")}, "kubeconfig"},
+		{"negative delay", config{delay: -time.Second}, "must not be negative"},
+		{"missing kubeconfig", config{kubeconfig: filepath.Join(t.TempDir(), "nope")}, "kubeconfig"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.stderr = &bytes.Buffer{}
-			require.ErrorContains(t, run(context.Background(), tt.cfg), tt.want)
+			require.ErrorContains(t, run(context.Background(), tt.cfg, slog.New(slog.DiscardHandler)), tt.want)
 		})
 	}
 }
@@ -92,8 +90,8 @@ func TestRun(t *testing.T) {
 	go func() {
 		done <- run(ctx, config{
 			kubeconfig: env.WriteKubeconfig(t), namespace: ns, version: hypershiftsim.DefaultVersion,
-			createSecrets: true, logLevel: "info", stderr: logs, healthAddr: "127.0.0.1:0",
-		})
+			createSecrets: true, healthAddr: "127.0.0.1:0",
+		}, slog.New(slog.NewJSONHandler(logs, nil)))
 	}()
 	var health string
 	waitFor(t, "the health listener", func() bool {
@@ -153,7 +151,7 @@ func httpStatus(tb testing.TB, url string) int {
 }
 
 func TestVersion(t *testing.T) {
-	cmd := command(func(context.Context, config) error { return nil })
+	cmd := newCommand(func(context.Context, config, *slog.Logger) error { return nil })
 	cmd.SetArgs([]string{"--version"})
 	var out bytes.Buffer
 	cmd.SetOut(&out)

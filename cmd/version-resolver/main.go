@@ -10,15 +10,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
@@ -28,45 +25,19 @@ var (
 	build   = "unknown"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := command().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "version-resolver:", err)
-		os.Exit(1)
-	}
-}
+func main() { command.Main(newCommand()) }
 
-func command() *cobra.Command {
-	rt := adapter.Defaults(versionresolver.Name, adapter.DefaultOpsBindAddress("8091"))
+func newCommand() *cobra.Command {
 	opts := versionresolver.DefaultOptions()
-	logLevel := "info"
-	cmd := &cobra.Command{
-		Use:           "version-resolver",
-		Short:         "Resolve VersionStreams to OpenShift release images through Cincinnati",
-		Version:       version + " (" + build + ")",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("--log-level: %w", err)
+	return adapter.Command(adapter.Program{
+		Name: versionresolver.Name, Short: "Resolve VersionStreams to OpenShift release images through Cincinnati",
+		OpsPort: "8091", Version: version, Build: build, Flags: opts.AddFlags,
+		Run: func(ctx context.Context, rt adapter.Config, log *slog.Logger) error {
+			a, err := versionresolver.New(rt, opts, log)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			return run(cmd.Context(), rt, opts, log)
+			return a.Run(ctx)
 		},
-	}
-	rt.AddFlags(cmd.Flags())
-	opts.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
-	return cmd
-}
-
-func run(ctx context.Context, rt adapter.Config, opts versionresolver.Options, log *slog.Logger) error {
-	a, err := versionresolver.New(rt, opts, log)
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
+	})
 }

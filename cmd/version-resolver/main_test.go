@@ -25,7 +25,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := command()
+			cmd := newCommand()
 			cmd.SetArgs(append(tt.args, "--ops-bind-address", "127.0.0.1:0"))
 			err := cmd.Execute()
 			require.Error(t, err)
@@ -36,7 +36,7 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 
 // The resolver takes its work from the API's watch unless told otherwise; the poll is then a 5-minute safety net.
 func TestSourceFlagsDefaultToTheWatch(t *testing.T) {
-	flags := command().Flags()
+	flags := newCommand().Flags()
 	tests := []struct{ flag, want string }{
 		{"source", "watch"},
 		{"poll-interval", "0s"}, // the source's default: 5m beside the watch, 5s with --source poll
@@ -53,7 +53,7 @@ func TestSourceFlagsDefaultToTheWatch(t *testing.T) {
 }
 
 func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
-	cmd := command()
+	cmd := newCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
@@ -64,5 +64,5 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.
 func TestOpsListenerHasItsOwnPort(t *testing.T) {
 	t.Setenv("HYPERFLEET_ENV", "production")
-	require.Equal(t, ":8091", command().Flags().Lookup("ops-bind-address").DefValue)
+	require.Equal(t, ":8091", newCommand().Flags().Lookup("ops-bind-address").DefValue)
 }
