@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
@@ -80,7 +81,7 @@ func poolOf(obj *adapter.Object, defaultDomain string) (Pool, error) {
 		return p, fmt.Errorf("%w: platform.hivelocity needs device_type and region", ErrInvalidSpec)
 	case p.Cluster == "" || p.ClusterID == "":
 		return p, fmt.Errorf("%w: the pool's cluster is unknown", ErrInvalidSpec)
-	case !isFQDN(p.Hostname(p.Replicas)):
+	case !hvclient.ValidHostname(p.Hostname(p.Replicas)):
 		return p, fmt.Errorf("%w: %q is not a valid host name", ErrInvalidSpec, p.Hostname(p.Replicas))
 	}
 	return p, nil
@@ -127,25 +128,6 @@ func specHash(osName, sshKey, userdata string) string {
 		_, _ = fmt.Fprintf(h, "%d:%s;", len(f), f)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
-}
-
-// isFQDN reports whether h is a host name of at least two DNS labels, as the reload requires.
-func isFQDN(h string) bool {
-	labels := strings.Split(h, ".")
-	if len(h) > 253 || len(labels) < 2 {
-		return false
-	}
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, r := range l {
-			if r != '-' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // resolveOS returns the name a product offers for the operating system the pool asks for: the same name (case

@@ -76,7 +76,7 @@ func DefaultSettings() Settings {
 // Check returns every setting that cannot work, in one error.
 func (s Settings) Check() error {
 	var errs []error
-	if !isFQDN("x." + s.BaseDomain) {
+	if !hvclient.ValidHostname("x." + s.BaseDomain) {
 		errs = append(errs, fmt.Errorf("--base-domain %q is not a DNS domain", s.BaseDomain))
 	}
 	for name, d := range map[string]time.Duration{"--claim-settle": s.ClaimSettle, "--device-list-ttl": s.ListTTL,

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyperfleet/hyperfleet/internal/httpapi"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
 
@@ -168,18 +169,6 @@ func (r *Relay) relay(ctx context.Context) error {
 	}
 }
 
-// message is what a JetStream message holds: the event without the resource (consumers read that from the API).
-type message struct {
-	Seq             int64     `json:"seq"`
-	Type            string    `json:"type"`
-	Kind            string    `json:"kind"`
-	ID              string    `json:"id"`
-	ParentID        string    `json:"parent_id,omitempty"`
-	Generation      int64     `json:"generation"`
-	ResourceVersion string    `json:"resource_version"`
-	Time            time.Time `json:"time"`
-}
-
 // Subject returns the subject of an event of kind and type under prefix: <prefix>.<kind in lower case>.<type>.
 func Subject(prefix, kind string, t resource.EventType) string {
 	return prefix + "." + strings.ToLower(kind) + "." + string(t)
@@ -190,8 +179,12 @@ func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []re
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for i := range events {
 		e := &events[i]
-		data, err := json.Marshal(message{Seq: e.Seq, Type: string(e.Type), Kind: e.Kind, ID: e.ID, ParentID: e.ParentID,
-			Generation: e.Generation, ResourceVersion: strconv.FormatInt(e.Version, 10), Time: e.Time})
+		// The event without the resource: consumers read that from the API.
+		wire, err := httpapi.WatchEvent(*e)
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(wire)
 		if err != nil {
 			return fmt.Errorf("encode event %d: %w", e.Seq, err)
 		}

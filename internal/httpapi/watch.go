@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // defaultHeartbeat is how long a watch stream stays silent before a comment line tells proxies it is alive.
@@ -19,17 +23,23 @@ const defaultHeartbeat = 15 * time.Second
 // watchBatch bounds the events a stream handles at once: the resources of one batch are read in one query.
 const watchBatch = 500
 
-// watchEventJSON is one event on the wire (the WatchEvent schema).
-type watchEventJSON struct {
-	Seq             int64     `json:"seq"`
-	Type            string    `json:"type"`
-	Kind            string    `json:"kind"`
-	ID              string    `json:"id"`
-	ParentID        string    `json:"parent_id,omitempty"`
-	Generation      int64     `json:"generation"`
-	ResourceVersion string    `json:"resource_version"`
-	Time            time.Time `json:"time"`
-	Object          any       `json:"object,omitempty"`
+// WatchEvent is an event as the API sends it (the WatchEvent schema), without its resource: the watch adds that,
+// the NATS relay sends it as it is.
+func WatchEvent(e resource.Event) (api.WatchEvent, error) {
+	id, err := uuid.Parse(e.ID)
+	if err != nil {
+		return api.WatchEvent{}, fmt.Errorf("event %d: resource id %q: %w", e.Seq, e.ID, err)
+	}
+	w := api.WatchEvent{Seq: e.Seq, Type: api.WatchEventType(e.Type), Kind: e.Kind, Id: id, Generation: e.Generation,
+		ResourceVersion: strconv.FormatInt(e.Version, 10), Time: e.Time}
+	if e.ParentID != "" {
+		parent, err := uuid.Parse(e.ParentID)
+		if err != nil {
+			return api.WatchEvent{}, fmt.Errorf("event %d: parent id %q: %w", e.Seq, e.ParentID, err)
+		}
+		w.ParentId = &parent
+	}
+	return w, nil
 }
 
 // watchRequested reads the watch parameter.
@@ -159,7 +169,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 				k.s.log.ErrorContext(r.Context(), "encode a watch event", "error", err)
 				return
 			}
-			text.WriteString("id: " + strconv.FormatInt(e.Seq, 10) + "\nevent: " + e.Type + "\ndata: ")
+			text.WriteString("id: " + strconv.FormatInt(e.Seq, 10) + "\nevent: " + string(e.Type) + "\ndata: ")
 			text.Write(data)
 			text.WriteString("\n\n")
 			k.s.metrics.delivered("sse", e.Time)
@@ -175,7 +185,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 // pending_for) do not show is dropped; one whose resource is gone since (removed, or its event follows in the
 // feed) is kept without it, since nothing is left to filter on and dropping it would lose the change.
 func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, opts resource.ListOptions,
-	fields map[string]bool, public bool) ([]watchEventJSON, error) {
+	fields map[string]bool, public bool) ([]api.WatchEvent, error) {
 	var mine []resource.Event
 	var ids []string
 	for _, e := range events {
@@ -187,7 +197,7 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 			ids = append(ids, e.ID)
 		}
 	}
-	objects := map[string]any{}
+	objects := map[string]json.RawMessage{}
 	if len(ids) > 0 {
 		q := opts
 		q.IDs, q.Page, q.Size, q.IncludeDeleted = ids, 1, len(ids), true
@@ -202,12 +212,13 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 			if err != nil {
 				return err
 			}
-			if fields == nil {
-				objects[res.ID] = item
-				return nil
+			var doc any = item
+			if fields != nil {
+				if doc, err = project(item, fields); err != nil {
+					return err
+				}
 			}
-			sparse, err := project(item, fields)
-			objects[res.ID] = sparse
+			objects[res.ID], err = json.Marshal(doc)
 			return err
 		})
 		if err != nil {
@@ -228,14 +239,18 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 			return nil, err
 		}
 	}
-	out := make([]watchEventJSON, 0, len(mine))
+	out := make([]api.WatchEvent, 0, len(mine))
 	for _, e := range mine {
 		obj, found := objects[e.ID]
 		if !found && exists[e.ID] {
 			continue
 		}
-		out = append(out, watchEventJSON{Seq: e.Seq, Type: string(e.Type), Kind: e.Kind, ID: e.ID, ParentID: e.ParentID,
-			Generation: e.Generation, ResourceVersion: strconv.FormatInt(e.Version, 10), Time: e.Time, Object: obj})
+		w, err := WatchEvent(e)
+		if err != nil {
+			return nil, err
+		}
+		w.Object = obj
+		out = append(out, w)
 	}
 	return out, nil
 }

@@ -199,9 +199,9 @@ func (s *dependentsSource) handle(ctx context.Context, e *feedEvent) error {
 	}
 	var it listItem
 	switch {
-	case e.object != nil:
+	case e.Object != nil:
 		var err error
-		if it, err = itemOf(s.dep.Kind, e.object); err != nil {
+		if it, err = itemOf(s.dep.Kind, e.Object); err != nil {
 			return err
 		}
 	case e.filtered:

@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -31,10 +30,8 @@ type feedHandler interface {
 type feedEvent struct {
 	api.WatchEvent
 	// filtered says the API applied the feed's list filters (a watch with pending_for); NATS relays every event of
-	// the kind, and without the resource.
+	// the kind, and without the resource (Object is then nil).
 	filtered bool
-	// object is the resource as the watch sent it (its kind's list item), nil when the event came without one.
-	object json.RawMessage
 }
 
 // key returns the event's resource as a queue key of kind.

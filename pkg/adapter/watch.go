@@ -153,17 +153,13 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 		if ev.Event == "error" {
 			return watchError(kind, ev.Data)
 		}
-		// The resource stays raw JSON (this field hides WatchEvent's map): only a dependents feed reads it, once.
-		var wire struct {
-			api.WatchEvent
-			Object json.RawMessage `json:"object,omitempty"`
-		}
-		if err := json.Unmarshal([]byte(ev.Data), &wire); err != nil {
+		// The resource stays raw JSON (WatchEvent's Object): only a dependents feed reads it, once.
+		e := &api.WatchEvent{}
+		if err := json.Unmarshal([]byte(ev.Data), e); err != nil {
 			return &relistError{reason: relistFailed, err: fmt.Errorf("watch %s: event %s is not a WatchEvent: %w", kind.Plural, ev.ID, err)}
 		}
-		e := &wire.WatchEvent
 		r.received(SourceWatch, kind, e)
-		if err := w.feed.handle(ctx, &feedEvent{WatchEvent: *e, object: wire.Object, filtered: true}); err != nil {
+		if err := w.feed.handle(ctx, &feedEvent{WatchEvent: *e, filtered: true}); err != nil {
 			return &relistError{reason: relistFailed, err: fmt.Errorf("watch %s: event %d (%s %s): %w", kind.Plural, e.Seq, e.Type, e.Id, err)}
 		}
 		delivered = true

@@ -1183,9 +1183,9 @@ type WatchEvent struct {
 	Kind string `json:"kind"`
 
 	// Object The resource (its kind's schema, as the list's items), absent for `removed`.
-	Object          *map[string]interface{} `json:"object,omitempty"`
-	ParentId        *openapi_types.UUID     `json:"parent_id,omitempty"`
-	ResourceVersion string                  `json:"resource_version"`
+	Object          json.RawMessage     `json:"object,omitempty"`
+	ParentId        *openapi_types.UUID `json:"parent_id,omitempty"`
+	ResourceVersion string              `json:"resource_version"`
 
 	// Seq Position in the change feed; the SSE `id:`.
 	Seq int64 `json:"seq"`

@@ -198,7 +198,7 @@ func TestWatchStreamsEveryChangeInOrder(t *testing.T) {
 		}
 		// The object is the resource as of delivery: present unless it was removed by then.
 		if e.Data.Object != nil {
-			require.Equal(t, "watched", (*e.Data.Object)["name"])
+			require.Equal(t, "watched", objectName(t, e.Data.Object))
 		}
 	}
 	w.quiet(300 * time.Millisecond)
@@ -225,7 +225,7 @@ func TestWatchFilters(t *testing.T) {
 	c := createCluster(t, s, "core-one", map[string]string{"team": "core"})
 	createCluster(t, s, "edge-one", map[string]string{"team": "edge"})
 	e := bySearch.next()
-	require.Equal(t, "core-one", (*e.Data.Object)["name"])
+	require.Equal(t, "core-one", objectName(t, e.Data.Object))
 	bySearch.quiet(300 * time.Millisecond)
 
 	require.Equal(t, "created", pending.next().Event)
@@ -317,18 +317,26 @@ func TestWatchAcrossAPIProcesses(t *testing.T) {
 	there := watch(t, otherBase, "/clusters", nil)
 
 	createCluster(t, s, "made-here", nil)
-	require.Equal(t, "made-here", (*there.next().Data.Object)["name"])
-	require.Equal(t, "made-here", (*here.next().Data.Object)["name"])
+	require.Equal(t, "made-here", objectName(t, there.next().Data.Object))
+	require.Equal(t, "made-here", objectName(t, here.next().Data.Object))
 
 	resp, err := http.Post(other.base+"/clusters", "application/json", strings.NewReader(
 		`{"name": "made-there", "spec": {"version_stream": "`+defaultStream+`", "hosted_cluster": {"dns": {"base_domain": "example.com"}}}}`))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "body: %s", readAll(t, resp))
-	require.Equal(t, "made-there", (*here.next().Data.Object)["name"])
-	require.Equal(t, "made-there", (*there.next().Data.Object)["name"])
+	require.Equal(t, "made-there", objectName(t, here.next().Data.Object))
+	require.Equal(t, "made-there", objectName(t, there.next().Data.Object))
 }
 
 func urlQuery(s string) string {
 	r := strings.NewReplacer(" ", "%20", "'", "%27", "=", "%3D")
 	return r.Replace(s)
+}
+
+// objectName is the name of the resource a watch event carries.
+func objectName(tb testing.TB, object json.RawMessage) string {
+	tb.Helper()
+	var r api.Resource
+	require.NoError(tb, json.Unmarshal(object, &r), "%s", object)
+	return r.Name
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
 )
 
 // apiBasePath is the real API's base path; the simulator serves the API under it as well as at the root.
@@ -281,32 +283,12 @@ func (s *Simulator) validateReload(d *DeviceState, u bareMetalDeviceUpdate) stri
 		return msgInvalidPayload + ": osName is required"
 	case !s.products[d.ProductID].offers(u.OSName):
 		return fmt.Sprintf("Invalid device parameters: operating system %q is not offered for product %d", u.OSName, d.ProductID)
-	case !isFQDN(u.Hostname):
+	case !hvclient.ValidHostname(u.Hostname):
 		return fmt.Sprintf("Invalid device parameters: hostname %q must be a fully qualified domain name", u.Hostname)
 	case u.PublicSSHKeyID != 0 && s.sshKeys[u.PublicSSHKeyID].ID == 0:
 		return fmt.Sprintf("Invalid device parameters: public ssh key %d not found", u.PublicSSHKeyID)
 	}
 	return ""
-}
-
-// isFQDN reports whether h is a fully qualified domain name (at least two labels); the real API requires one.
-func isFQDN(h string) bool {
-	h = strings.TrimSuffix(h, ".")
-	labels := strings.Split(h, ".")
-	if len(h) > 253 || len(labels) < 2 {
-		return false
-	}
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, r := range l {
-			if r != '-' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (s *Simulator) getDeviceDumpOp(c *call) answer {

@@ -72,24 +72,3 @@ func TestWireMatchesClientModels(t *testing.T) {
 	})
 	t.Run("DeviceTag in", func(t *testing.T) { requireDecodes[deviceTag](t, filled[hv.DeviceTag](t)) })
 }
-
-func TestIsFQDN(t *testing.T) {
-	tests := []struct {
-		host string
-		want bool
-	}{
-		{"node-1.pool.example.com", true},
-		{"node-1.example.com.", true},
-		{"a.b", true},
-		{"node-1", false},
-		{"", false},
-		{"-node.example.com", false},
-		{"node-.example.com", false},
-		{"no_underscores.example.com", false},
-		{"double..dot.com", false},
-		{"x." + string(bytes.Repeat([]byte("a"), 64)) + ".com", false},
-	}
-	for _, tt := range tests {
-		require.Equal(t, tt.want, isFQDN(tt.host), tt.host)
-	}
-}
