@@ -22,10 +22,14 @@ const maxAnswer = 64 << 20
 // maxPageSize is the largest page the API serves; --all pages through with it.
 const maxPageSize = 500
 
-// client sends the CLI's requests through the generated client to one server.
+// client sends the CLI's requests through the generic client to one server.
 type client struct {
-	gen    *api.ClientWithResponses
+	gen *api.Client
+	// stream is gen without the request timeout, for watches, which last as long as the command.
+	stream *api.Client
 	server string
+	// editor adds the CLI's headers (User-Agent, Authorization) to a request, also to the raw calls of `api`.
+	editor api.RequestEditorFn
 }
 
 func newClient(server, token string, httpClient *http.Client) (*client, error) {
@@ -37,11 +41,15 @@ func newClient(server, token string, httpClient *http.Client) (*client, error) {
 		}
 		return nil
 	}
-	gen, err := api.NewClientWithResponses(server, api.WithHTTPClient(httpClient), api.WithRequestEditorFn(editor))
+	gen, err := api.NewClient(server, api.WithHTTPClient(httpClient), api.WithRequestEditorFn(editor))
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %w", server, err)
 	}
-	return &client{gen: gen, server: server}, nil
+	stream, err := api.NewClient(server, api.WithHTTPClient(&http.Client{Transport: httpClient.Transport}), api.WithRequestEditorFn(editor))
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %w", server, err)
+	}
+	return &client{gen: gen, stream: stream, server: server, editor: editor}, nil
 }
 
 // do reads an answer of the generated client: a 2xx answer's body is returned, any other becomes an *apiError.
@@ -153,17 +161,19 @@ type page struct {
 	Total int64             `json:"total"`
 	Next  string            `json:"next"`
 	Items []json.RawMessage `json:"items"`
+	// ResourceVersion is the change feed position the page reflects: a watch starts after it.
+	ResourceVersion string `json:"resource_version,omitempty"`
 }
 
-// list fetches one page of kind k (under parent for a node pool; every cluster's with uuid.Nil).
-func (c *client) list(ctx context.Context, k *kind, parent uuid.UUID, p api.ListClustersParams) (*page, error) {
-	body, err := c.do(k.ops.list(ctx, c.gen, parent, p))
+// list fetches one page of kind k (under parent for a child kind; every parent's with uuid.Nil).
+func (c *client) list(ctx context.Context, k *api.Kind, parent uuid.UUID, p api.ListParams) (*page, error) {
+	body, err := c.do(c.gen.ListResources(ctx, k, parent, &p))
 	if err != nil {
 		return nil, err
 	}
 	var pg page
 	if err := json.Unmarshal(body, &pg); err != nil {
-		return nil, fmt.Errorf("decode a page of %s: %w", k.plural, err)
+		return nil, fmt.Errorf("decode a page of %s: %w", k.Plural, err)
 	}
 	return &pg, nil
 }
@@ -171,7 +181,7 @@ func (c *client) list(ctx context.Context, k *kind, parent uuid.UUID, p api.List
 // listAll pages through everything p selects, maxPageSize at a time unless p says otherwise. It follows the
 // pages' `next` cursors rather than page numbers, so that resources created or deleted during the walk neither
 // repeat an item nor skip one.
-func (c *client) listAll(ctx context.Context, k *kind, parent uuid.UUID, p api.ListClustersParams) (*page, error) {
+func (c *client) listAll(ctx context.Context, k *api.Kind, parent uuid.UUID, p api.ListParams) (*page, error) {
 	if p.Size == nil {
 		p.Size = ptr(maxPageSize)
 	}
@@ -186,7 +196,7 @@ func (c *client) listAll(ctx context.Context, k *kind, parent uuid.UUID, p api.L
 			return nil, err
 		}
 		if first {
-			all.Kind, all.Total = pg.Kind, pg.Total
+			all.Kind, all.Total, all.ResourceVersion = pg.Kind, pg.Total, pg.ResourceVersion
 		}
 		all.Items = append(all.Items, pg.Items...)
 		if pg.Next == "" || len(pg.Items) == 0 {
@@ -202,8 +212,8 @@ func (c *client) listAll(ctx context.Context, k *kind, parent uuid.UUID, p api.L
 }
 
 // object fetches one resource.
-func (c *client) object(ctx context.Context, k *kind, r ref) (*object, error) {
-	body, err := c.do(k.ops.get(ctx, c.gen, r))
+func (c *client) object(ctx context.Context, k *api.Kind, r api.ResourceRef) (*object, error) {
+	body, err := c.do(c.gen.GetResource(ctx, k, r))
 	if err != nil {
 		return nil, err
 	}
@@ -211,12 +221,12 @@ func (c *client) object(ctx context.Context, k *kind, r ref) (*object, error) {
 }
 
 // send runs a call that carries a JSON body and returns the resource the API answers with.
-func (c *client) send(ctx context.Context, call func(context.Context, api.ClientInterface, io.Reader) (*http.Response, error), body any) (*object, error) {
+func (c *client) send(call func(body io.Reader) (*http.Response, error), body any) (*object, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode the request: %w", err)
 	}
-	answer, err := c.do(call(ctx, c.gen, bytes.NewReader(raw)))
+	answer, err := c.do(call(bytes.NewReader(raw)))
 	if err != nil {
 		return nil, err
 	}
@@ -257,11 +267,11 @@ func (o *object) conditions() []api.Condition {
 
 func (o *object) deleting() bool { return o.DeletedTime != nil }
 
-// ref returns the ids the generated client needs to address o.
-func (o *object) ref() ref {
-	r := ref{id: o.Id}
+// ref returns the ids the generic client needs to address o.
+func (o *object) ref() api.ResourceRef {
+	r := api.ResourceRef{ID: o.Id}
 	if o.OwnerReferences != nil {
-		r.parent = o.OwnerReferences.Id
+		r.Parent = o.OwnerReferences.Id
 	}
 	return r
 }

@@ -23,7 +23,7 @@ func (a *app) completeKinds(_ *cobra.Command, args []string, toComplete string) 
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	return filterPrefix(a.kinds.kindNames(), toComplete), cobra.ShellCompDirectiveNoFileComp
+	return filterPrefix(a.kindNames(), toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeKindAndNames completes a kind, then names of that kind.
@@ -31,7 +31,7 @@ func (a *app) completeKindAndNames(cmd *cobra.Command, args []string, toComplete
 	if len(args) == 0 {
 		return a.completeKinds(cmd, args, toComplete)
 	}
-	k, err := a.kinds.lookup(args[0])
+	k, err := a.lookupKind(args[0])
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -44,7 +44,7 @@ func (a *app) completeKindAndNames(cmd *cobra.Command, args []string, toComplete
 
 // completeClusters completes --cluster.
 func (a *app) completeClusters(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	k, err := a.kinds.lookup("clusters")
+	k, err := a.lookupKind("clusters")
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -52,7 +52,7 @@ func (a *app) completeClusters(cmd *cobra.Command, _ []string, toComplete string
 }
 
 // completeNames lists up to a page of names of kind k that start with prefix.
-func (a *app) completeNames(ctx context.Context, k *kind, cluster, prefix string) []string {
+func (a *app) completeNames(ctx context.Context, k *api.Kind, cluster, prefix string) []string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -66,7 +66,7 @@ func (a *app) completeNames(ctx context.Context, k *kind, cluster, prefix string
 	if err != nil {
 		return nil
 	}
-	p := api.ListClustersParams{Fields: ptr("name"), Size: ptr(maxPageSize), Order: ptr("name")}
+	p := api.ListParams{Fields: ptr("name"), Size: ptr(maxPageSize), Order: ptr("name")}
 	// Names are DNS labels; a prefix with anything else, such as a like pattern's % or _, matches none.
 	if prefix != "" {
 		if strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {

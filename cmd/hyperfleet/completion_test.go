@@ -37,7 +37,7 @@ func TestCompletion(t *testing.T) {
 			{[]string{"get", "np", "--cluster", "d"}, []string{"demo", "dev-east"}},
 			{[]string{"get", "np", "--cluster", "demo", ""}, []string{"workers"}},
 			{[]string{"statuses", "vs", ""}, []string{"stable-4-16"}},
-			{[]string{"get", "clusters", "-o", ""}, []string{"table", "wide", "json", "yaml", "name"}},
+			{[]string{"get", "clusters", "-o", ""}, []string{"table", "wide", "json", "yaml", "name", "jsonpath=…", "go-template=…", "custom-columns=…"}},
 			{[]string{"get", "clusters", "x_%"}, nil},
 		}
 		for _, tc := range tests {

@@ -40,9 +40,9 @@ func TestEveryVerbForEveryKind(t *testing.T) {
 		{
 			kind: "upgradeschedule", short: "us", name: "weekends",
 			create:  []string{"--spec-file", scheduleFile},
-			row:     `^weekends\s+Europe/Berlin\s+Sat,Sun 02:00\+4h\s+Ready\s+1\s+\d+s$`,
+			row:     `^weekends\s+Europe/Berlin\s+02:00\+4h\s+Ready\s+1\s+\d+s$`,
 			patch:   []string{"--spec", `timezone: UTC`},
-			patched: `^weekends\s+UTC\s+Sat,Sun 02:00\+4h\s+Ready\s+2\s+\d+s$`,
+			patched: `^weekends\s+UTC\s+02:00\+4h\s+Ready\s+2\s+\d+s$`,
 		},
 		{
 			kind: "cluster", short: "cl", name: "demo",
@@ -92,15 +92,15 @@ func TestEveryVerbForEveryKind(t *testing.T) {
 	t.Run("node pools across clusters", func(t *testing.T) {
 		require.Regexp(t, `(?m)^workers\s+demo\s+5\s+`, c.ok(t, "get", "nodepools"))
 		require.Regexp(t, `(?m)^workers\s+demo\s+5\s+`, c.ok(t, "get", "np", "workers"), "a name unique across clusters needs no --cluster")
-		require.Contains(t, c.fails(t, exitError, "get", "np", "workers", "--cluster", "stable-4-16"), `cluster "stable-4-16" not found`)
+		require.Contains(t, c.fails(t, exitNotFound, "get", "np", "workers", "--cluster", "stable-4-16"), `cluster "stable-4-16" not found`)
 	})
 
 	t.Run("delete", func(t *testing.T) {
 		// A node pool requires no adapter: it goes at once.
 		require.Equal(t, "nodepool/workers marked for deletion\n", c.ok(t, "delete", "np", "workers", "--cluster", "demo"))
-		require.Contains(t, c.fails(t, exitError, "get", "np", "workers", "--cluster", "demo"), `nodepool "workers" not found`)
+		require.Contains(t, c.fails(t, exitNotFound, "get", "np", "workers", "--cluster", "demo"), `nodepool "workers" not found`)
 		// The schedule is named by the cluster: the API refuses, and the CLI shows why.
-		require.Contains(t, c.fails(t, exitError, "delete", "us", "weekends"), "HYPERFLEET-CNF-005 (409 Conflict)")
+		require.Contains(t, c.fails(t, exitConflict, "delete", "us", "weekends"), "HYPERFLEET-CNF-005 (409 Conflict)")
 		// A cluster waits for its adapter to finalize it: Deleting, out of lists, still shown by name.
 		require.Equal(t, "cluster/demo marked for deletion\n", c.ok(t, "delete", "cluster", "demo"))
 		require.Regexp(t, `(?m)^demo\s+stable-4-16\s+Deleting\s+3\s+`, c.ok(t, "get", "cluster", "demo"))
@@ -114,7 +114,8 @@ func TestEveryVerbForEveryKind(t *testing.T) {
 		require.Equal(t, "versionstream/stable-4-16 marked for deletion\n", c.ok(t, "delete", "vs", "stable-4-16"))
 		require.Regexp(t, `(?m)^stable-4-16\s+.*\sDeleting\s+3\s+`, c.ok(t, "get", "vs", "stable-4-16"))
 		// An admin's force-delete removes a resource at once.
-		require.Equal(t, "cluster/demo force-deleted\n", c.ok(t, "delete", "cluster", "demo", "--force"))
-		require.Contains(t, c.fails(t, exitError, "get", "cluster", "demo"), `cluster "demo" not found`)
+		require.Contains(t, c.fails(t, exitUsage, "delete", "cluster", "demo", "--force"), "add --yes", "no terminal to ask on")
+		require.Equal(t, "cluster/demo force-deleted\n", c.ok(t, "delete", "cluster", "demo", "--force", "--yes"))
+		require.Contains(t, c.fails(t, exitNotFound, "get", "cluster", "demo"), `cluster "demo" not found`)
 	})
 }

@@ -19,24 +19,30 @@ type getOptions struct {
 	size, page                       int
 	all, includeDeleted, noHeaders   bool
 	watch                            bool
-	interval                         time.Duration
-	listOnly                         bool // list: the kind, no names
+	interval                         time.Duration // deprecated: --watch follows the change feed
+	listOnly                         bool          // list: the kind, no names
 }
 
-const getLong = `Shows resources of one kind as a table, or as the API's JSON (-o json), YAML, or kind/name lines.
+const getLong = `Shows resources of one kind as a table (-o wide adds columns), as the API's JSON (-o json), YAML, kind/name
+lines, or through a template: -o jsonpath=TEMPLATE, -o go-template=TEMPLATE or -o custom-columns=HEADER:.path,…
+(kubectl's syntax; the document is the resource for one name, else the page with its items).
 
 With names or ids it shows those resources (and finds ones being deleted); without, a page of the kind, which
---search (the API's search language), --selector (labels), --order, --size and --page choose, or all of them
-with --all. Node pools are listed per cluster with --cluster, or across every cluster without it.
+--search (the API's search language), --selector (labels, kubectl's syntax: env=dev,tier!=db,env in (a,b),team),
+--order, --size and --page choose, or all of them with --all. Node pools are listed per cluster with --cluster, or
+across every cluster without it.
 
---watch keeps the table on screen and redraws it when something changes (it polls every --interval);
-Ctrl-C ends it.`
+--watch shows the resources, then follows the API's change feed and shows them again after each change (on a
+terminal the screen is redrawn); it resumes after a disconnect and lists again when the API asks it to. Ctrl-C
+ends it.`
 
 const getExample = `  hyperfleet get clusters
   hyperfleet get cluster demo -o yaml
   hyperfleet get np --cluster demo -o wide
-  hyperfleet list clusters -l env=dev --search "name like 'de%'" --order "created_time desc"
+  hyperfleet list clusters -l 'env in (dev,test)' --search "name like 'de%'" --order "created_time desc"
   hyperfleet get vs --all -o name
+  hyperfleet get clusters -o jsonpath='{range .items[*]}{.name}{"\t"}{.status.phase}{"\n"}{end}'
+  hyperfleet get np --cluster demo -o custom-columns=NAME:.name,REPLICAS:.spec.replicas
   hyperfleet get clusters --watch`
 
 // newGetCommand builds get (use "get", names allowed) or list (use "list", the kind only).
@@ -60,7 +66,7 @@ func newGetCommand(a *app, use string) *cobra.Command {
 		o.listOnly = true
 	}
 	fs := cmd.Flags()
-	o.output = a.addOutputFlag(cmd, formatTable, formatWide, formatJSON, formatYAML, formatName)
+	o.output = a.addOutputFlag(cmd, append([]string{formatTable, formatWide, formatJSON, formatYAML, formatName}, templatedFormats()...)...)
 	addClusterFlag(a, cmd, &o.cluster)
 	fs.StringVar(&o.search, "search", "", "search expression, e.g. \"labels.env = 'dev' and status.phase != 'Ready'\"")
 	fs.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. env=dev,tier!=db")
@@ -70,8 +76,9 @@ func newGetCommand(a *app, use string) *cobra.Command {
 	fs.BoolVar(&o.all, "all", false, "page through everything")
 	fs.BoolVar(&o.includeDeleted, "include-deleted", false, "also show resources being deleted")
 	fs.BoolVar(&o.noHeaders, "no-headers", false, "leave out the table header")
-	fs.BoolVarP(&o.watch, "watch", "w", false, "redraw when something changes, until Ctrl-C")
-	fs.DurationVar(&o.interval, "interval", 2*time.Second, "how often --watch polls")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "follow the change feed and show each change, until Ctrl-C")
+	fs.DurationVar(&o.interval, "interval", 0, "ignored: --watch follows the API's change feed")
+	a.setup(fs.MarkDeprecated("interval", "--watch follows the API's change feed; the flag does nothing"))
 	return cmd
 }
 
@@ -82,9 +89,9 @@ func addClusterFlag(a *app, cmd *cobra.Command, v *string) {
 }
 
 // kindAndNames reads "KIND NAME..." or "KIND/NAME ..." (as -o name prints them).
-func (a *app) kindAndNames(args []string) (*kind, []string, error) {
+func (a *app) kindAndNames(args []string) (*api.Kind, []string, error) {
 	word, first, slash := strings.Cut(args[0], "/")
-	k, err := a.kinds.lookup(word)
+	k, err := a.lookupKind(word)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,7 +101,7 @@ func (a *app) kindAndNames(args []string) (*kind, []string, error) {
 	}
 	for _, arg := range args[1:] {
 		if w, name, ok := strings.Cut(arg, "/"); ok {
-			other, err := a.kinds.lookup(w)
+			other, err := a.lookupKind(w)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -124,8 +131,9 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 	if o.all && o.page != 0 {
 		return usageErrorf("--all and --page: give one")
 	}
-	if o.interval <= 0 {
-		return usageErrorf("--interval must be positive")
+	p, err := newPrinter(o.output.value, o.noHeaders)
+	if err != nil {
+		return err
 	}
 	selector, err := selectorSearch(o.selector)
 	if err != nil {
@@ -143,7 +151,7 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 	if parentObj != nil {
 		known[parent] = parentObj.name()
 	}
-	params := api.ListClustersParams{}
+	params := api.ListParams{}
 	if s := andSearch(o.search, selector, namesSearch(names)); s != "" {
 		params.Search = &s
 	}
@@ -175,7 +183,8 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		l := &listing{kind: k, envelope: page{Kind: pg.Kind, Page: pg.Page, Size: pg.Size, Total: pg.Total}, single: len(names) == 1}
+		l := &listing{kind: k, envelope: page{Kind: pg.Kind, Page: pg.Page, Size: pg.Size, Total: pg.Total,
+			ResourceVersion: pg.ResourceVersion}, single: len(names) == 1}
 		for _, raw := range pg.Items {
 			obj, err := decodeObject(raw)
 			if err != nil {
@@ -194,8 +203,9 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 	}
 
 	if o.watch {
-		r := &redraw{w: a.stdout, tty: isTerminal(a.stdout), format: o.output.value, noHeaders: o.noHeaders, now: time.Now}
-		err := newSource(o.interval, fetch, a.warner()).follow(ctx, r.draw)
+		r := &redraw{w: a.stdout, tty: isTerminal(a.stdout), printer: p, now: time.Now}
+		f := &feed{c: c, kind: k, parent: parent, params: params, list: fetch, warn: a.warner(), retry: time.Second}
+		err := f.follow(ctx, r.draw)
 		select {
 		case <-ctx.Done():
 			return nil // Ctrl-C is how a watch ends
@@ -208,17 +218,16 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	format := o.output.value
-	if len(l.objects) == 0 && (format == formatTable || format == formatWide) {
+	if len(l.objects) == 0 && p.tabular() {
 		if len(names) == 0 {
-			fmt.Fprintf(a.stderr, "No %s found.\n", k.plural)
+			fmt.Fprintf(a.stderr, "No %s found.\n", k.Plural)
 		}
-	} else if err := printListing(a.stdout, format, l, time.Now(), o.noHeaders); err != nil {
+	} else if err := p.print(a.stdout, l, time.Now()); err != nil {
 		return err
 	}
 	if env := l.envelope; len(names) == 0 && !o.all && len(l.objects) > 0 {
 		if upTo := int64((env.Page-1)*env.Size + len(l.objects)); upTo < env.Total {
-			fmt.Fprintf(a.stderr, "Showing %d of %d %s: --page %d or --all for more.\n", len(l.objects), env.Total, k.plural, env.Page+1)
+			fmt.Fprintf(a.stderr, "Showing %d of %d %s: --page %d or --all for more.\n", len(l.objects), env.Total, k.Plural, env.Page+1)
 		}
 	}
 	return missing(k, names, l.objects)
@@ -234,12 +243,12 @@ func preferLive(objs []*object) []*object {
 	live := map[key]bool{}
 	for _, o := range objs {
 		if !o.deleting() {
-			live[key{o.ref().parent, o.name()}] = true
+			live[key{o.ref().Parent, o.name()}] = true
 		}
 	}
 	out := objs[:0:0]
 	for _, o := range objs {
-		if !o.deleting() || !live[key{o.ref().parent, o.name()}] {
+		if !o.deleting() || !live[key{o.ref().Parent, o.name()}] {
 			out = append(out, o)
 		}
 	}
@@ -247,7 +256,7 @@ func preferLive(objs []*object) []*object {
 }
 
 // missing is the error for names that no shown resource has, nil when each has one.
-func missing(k *kind, names []string, objs []*object) error {
+func missing(k *api.Kind, names []string, objs []*object) error {
 	var lost []string
 	for _, n := range names {
 		found := false
@@ -265,8 +274,8 @@ func missing(k *kind, names []string, objs []*object) error {
 	case 0:
 		return nil
 	case 1:
-		return &notFoundError{kind: k, name: lost[0]}
+		return &notFoundError{what: k.Singular, name: lost[0]}
 	default:
-		return fmt.Errorf("%s not found: %q", k.plural, lost)
+		return fmt.Errorf("%s not found: %q", k.Plural, lost)
 	}
 }

@@ -18,15 +18,16 @@ import (
 
 type loginOptions struct{ tokenFile string }
 
-const loginLong = `Checks a bearer token against the API and saves it, with the server, in the configuration file
-($XDG_CONFIG_HOME/hyperfleet/config.yaml or ~/.config/hyperfleet/config.yaml, readable by you only). Later
-commands use both unless --server, --token or HYPERFLEET_SERVER/HYPERFLEET_TOKEN say otherwise; the saved token
-is only ever sent to the saved server.
+const loginLong = `Checks a bearer token against the API and saves it, with the server, as a context of the configuration
+file ($XDG_CONFIG_HOME/hyperfleet/config.yaml or ~/.config/hyperfleet/config.yaml, readable by you only), and makes
+that context the current one. The context is --context, or the current one when it is for the same server, or else
+is named after the server's host and port. Later commands use it unless --server, --token or
+HYPERFLEET_SERVER/HYPERFLEET_TOKEN say otherwise; a saved token is only ever sent to its context's server.
 
 The token comes from --token, --token-file, or stdin (typed or pasted without echo on a terminal).`
 
 const loginExample = `  bin/hyperfleet-api token --subject alice --roles user | hyperfleet login
-  hyperfleet login --server https://hyperfleet.example.com --token-file ~/fleet.token`
+  hyperfleet login --server https://hyperfleet.example.com --token-file ~/fleet.token --context prod`
 
 func newLoginCommand(a *app) *cobra.Command {
 	o := &loginOptions{}
@@ -65,46 +66,53 @@ func (a *app) login(ctx context.Context, o *loginOptions) error {
 	if token == "" {
 		return usageErrorf("no token: give --token, --token-file or one on stdin")
 	}
-	path, err := a.configPath()
+	path, cfg, err := a.loadConfigFile()
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(path)
+	current := cfg.context(a.contextName(cfg))
+	if current == nil {
+		current = &configContext{}
+	}
+	server, err := normalizeServer(firstOf(a.flags.server, a.getenv(envServer), current.Server, defaultServer))
 	if err != nil {
 		return err
 	}
-	server, err := normalizeServer(firstOf(a.flags.server, a.getenv(envServer), cfg.Server, defaultServer))
-	if err != nil {
-		return err
+	name := a.flags.context
+	if name == "" {
+		name = contextFor(server)
+		if have, err := normalizeServer(current.Server); err == nil && have == server {
+			name = current.Name // logging in again to the current context's server renews its token
+		}
 	}
-	clusters, err := a.kinds.lookup("clusters")
-	if err != nil {
-		return err
-	}
-	// Listing one cluster is the cheapest request every role may make; it proves the token is accepted.
-	probe := api.ListClustersParams{Size: ptr(1), Fields: ptr("name")}
+	// Listing one resource of the first kind is the cheapest request every role may make; it proves the token is
+	// accepted.
+	probeKind := a.kinds.All()[0]
+	probe := api.ListParams{Size: ptr(1), Fields: ptr("name")}
 	with, err := newClient(server, token, a.httpClient())
 	if err != nil {
 		return err
 	}
-	if _, err := with.list(ctx, clusters, uuid.Nil, probe); err != nil {
+	if _, err := with.list(ctx, probeKind, uuid.Nil, probe); err != nil {
 		var aerr *apiError
 		if errors.As(err, &aerr) && aerr.status == http.StatusUnauthorized {
 			return fmt.Errorf("the API at %s refused the token: %w", server, err)
 		}
 		return err
 	}
-	if err := saveConfig(path, &configFile{Server: server, Token: token}); err != nil {
+	cfg.setContext(configContext{Name: name, Server: server, Token: token})
+	cfg.CurrentContext = name
+	if err := saveConfig(path, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Logged in to %s; the token is saved in %s.\n", server, path)
+	fmt.Fprintf(a.stdout, "Logged in to %s; the token is saved in %s as context %q, the current one.\n", server, path, name)
 	// The same request without a token tells whether the API checks tokens at all, which a user trying a
 	// development server is better told.
 	without, err := newClient(server, "", a.httpClient())
 	if err != nil {
 		return err
 	}
-	if _, err := without.list(ctx, clusters, uuid.Nil, probe); err == nil {
+	if _, err := without.list(ctx, probeKind, uuid.Nil, probe); err == nil {
 		fmt.Fprintf(a.stderr, "note: the API at %s runs without authentication; it accepts any token and none.\n", server)
 	}
 	return nil
@@ -131,57 +139,26 @@ func (a *app) readToken() (string, error) {
 func newLogoutCommand(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout",
-		Short: "Forget the saved token (the saved server stays)",
+		Short: "Forget the current context's token (the context and its server stay)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			path, err := a.configPath()
+			path, cfg, err := a.loadConfigFile()
 			if err != nil {
 				return err
 			}
-			cfg, err := loadConfig(path)
-			if err != nil {
-				return err
-			}
-			if cfg.Token == "" {
+			ctx := cfg.context(a.contextName(cfg))
+			if ctx == nil || ctx.Token == "" {
 				fmt.Fprintln(a.stdout, "Not logged in.")
 				return nil
 			}
-			cfg.Token = ""
+			ctx.Token = ""
 			if err := saveConfig(path, cfg); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "Logged out of %s.\n", cfg.Server)
+			fmt.Fprintf(a.stdout, "Logged out of %s (context %q).\n", ctx.Server, ctx.Name)
 			return nil
 		},
 	}
 }
 
-func newVersionCommand(a *app) *cobra.Command {
-	var clientOnly bool
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Show the CLI's version and the API's",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout, "Client: hyperfleet %s (build %s)\n", version, build)
-			if clientOnly {
-				return nil
-			}
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			resp, err := c.gen.GetAPIInfoWithResponse(cmd.Context())
-			if err != nil {
-				return c.sendError(err)
-			}
-			if resp.JSON200 == nil {
-				return newAPIError(resp.StatusCode(), resp.HTTPResponse.Header.Get("Content-Type"), resp.Body)
-			}
-			fmt.Fprintf(a.stdout, "Server: hyperfleet-api %s (build %s) at %s\n", resp.JSON200.Version, resp.JSON200.Build, c.server)
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&clientOnly, "client", false, "the CLI's version only")
-	return cmd
-}
+

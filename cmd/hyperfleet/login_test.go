@@ -47,7 +47,7 @@ func TestLoginSavesACheckedToken(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				r := c.runWith(t, testContext(t), tc.stdin, tc.args...)
 				require.Equal(t, exitOK, r.code, "stderr: %s", r.err)
-				require.Equal(t, "Logged in to "+s.url+"; the token is saved in "+configPath+".\n", r.out)
+				require.Equal(t, "Logged in to "+s.url+"; the token is saved in "+configPath+" as context \""+contextFor(s.url)+"\", the current one.\n", r.out)
 				info, err := os.Stat(configPath)
 				require.NoError(t, err)
 				require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
@@ -55,13 +55,13 @@ func TestLoginSavesACheckedToken(t *testing.T) {
 				raw, err := os.ReadFile(configPath)
 				require.NoError(t, err)
 				require.NoError(t, yaml.Unmarshal(raw, &saved))
-				require.Equal(t, configFile{Server: s.url, Token: alice}, saved)
+				require.Equal(t, configFile{CurrentContext: contextFor(s.url), Contexts: []configContext{{Name: contextFor(s.url), Server: s.url, Token: alice}}}, saved)
 			})
 		}
 	})
 
 	t.Run("later commands use the saved server and token", func(t *testing.T) {
-		other := &cli{env: map[string]string{"XDG_CONFIG_HOME": c.env["XDG_CONFIG_HOME"]}} // no HYPERFLEET_SERVER
+		other := &cli{env: map[string]string{"XDG_CONFIG_HOME": c.env["XDG_CONFIG_HOME"]}, kinds: c.kinds} // no HYPERFLEET_SERVER
 		other.seedStream(t, "stable-4-16")
 		require.Contains(t, other.ok(t, "get", "vs"), "stable-4-16")
 		require.Contains(t, other.ok(t, "version"), "Server: hyperfleet-api test (build test-build) at "+s.url)
@@ -74,13 +74,13 @@ func TestLoginSavesACheckedToken(t *testing.T) {
 	})
 
 	t.Run("the environment's token wins over the saved one", func(t *testing.T) {
-		viewer := &cli{env: map[string]string{"XDG_CONFIG_HOME": c.env["XDG_CONFIG_HOME"], "HYPERFLEET_TOKEN": s.mint("vera", auth.RoleViewer)}}
+		viewer := &cli{env: map[string]string{"XDG_CONFIG_HOME": c.env["XDG_CONFIG_HOME"], "HYPERFLEET_TOKEN": s.mint("vera", auth.RoleViewer)}, kinds: c.kinds}
 		require.Contains(t, viewer.fails(t, exitError, "create", "vs", "fast-4-17", "--spec", `{"target_version": "4.17"}`),
 			"HYPERFLEET-AUZ-001 (403 Forbidden)")
 	})
 
 	t.Run("logout", func(t *testing.T) {
-		require.Equal(t, "Logged out of "+s.url+".\n", c.ok(t, "logout"))
+		require.Equal(t, "Logged out of "+s.url+" (context \""+contextFor(s.url)+"\").\n", c.ok(t, "logout"))
 		require.Contains(t, c.fails(t, exitError, "get", "vs"), "HYPERFLEET-AUT-001")
 		require.Equal(t, "Not logged in.\n", c.ok(t, "logout"))
 	})

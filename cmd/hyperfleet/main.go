@@ -1,6 +1,6 @@
-// Command hyperfleet is HyperFleet's command-line client: it creates, changes, lists, watches and deletes version
-// streams, upgrade schedules, clusters and node pools through the API's generated client, shows the adapters'
-// reports, and waits for resources to become Ready. `hyperfleet --help` lists the commands.
+// Command hyperfleet is HyperFleet's command-line client: it creates, changes, lists, watches and deletes the kinds
+// of the kind table (api.Kinds) through the generic client, shows the adapters' reports, waits for resources to
+// become Ready, and makes raw calls. `hyperfleet --help` lists the commands; docs/cli.md describes them.
 package main
 
 import (
@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // version and build are set by the linker (-X) in `make build`; they are the only package variables.
@@ -21,15 +23,15 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, api.Kinds(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
 
-// run executes one command line and returns the exit status: 0, 1 for an error, 2 for a usage error. Errors are
-// printed on stderr for a person; a panic is too, without a stack trace.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) (code int) {
-	a := newApp(stdin, stdout, stderr, getenv)
+// run executes one command line on the kinds of the table and returns the exit status (exitOK, exitError, …).
+// Errors are printed on stderr for a person; a panic is too, without a stack trace.
+func run(ctx context.Context, kinds *api.KindTable, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) (code int) {
+	a := newApp(kinds, stdin, stdout, stderr, getenv)
 	defer a.transport.CloseIdleConnections()
 	defer func() {
 		if r := recover(); r != nil {

@@ -48,6 +48,12 @@ type testAPI struct {
 // startAPI serves a fresh database on loopback ports until the test ends; withAuth turns JWTs and roles on.
 func startAPI(tb testing.TB, withAuth bool) *testAPI {
 	tb.Helper()
+	return startAPIWith(tb, withAuth, nil)
+}
+
+// startAPIWith is startAPI with the server's configuration changed by tune.
+func startAPIWith(tb testing.TB, withAuth bool, tune func(*server.Config)) *testAPI {
+	tb.Helper()
 	cfg := server.Config{
 		DB:               server.DBConfig{URL: harness.NewDatabase(tb), MaxOpenConns: 10},
 		RequiredAdapters: map[string][]string{"versionstream": {resolver}, "cluster": {applier}},
@@ -71,6 +77,9 @@ func startAPI(tb testing.TB, withAuth bool) *testAPI {
 			return nil
 		}))
 	}
+	if tune != nil {
+		tune(&cfg)
+	}
 	srv := apitest.Start(tb, cfg)
 	transport := &http.Transport{}
 	tb.Cleanup(transport.CloseIdleConnections)
@@ -86,13 +95,14 @@ func startAPI(tb testing.TB, withAuth bool) *testAPI {
 // cli runs the CLI in process against one server, with an environment of its own (an empty configuration
 // directory; nothing from the test process's environment).
 type cli struct {
-	env map[string]string
+	env   map[string]string
+	kinds *api.KindTable
 }
 
 func newCLI(tb testing.TB, s *testAPI) *cli {
 	tb.Helper()
 	dir := tb.TempDir()
-	return &cli{env: map[string]string{"HYPERFLEET_SERVER": s.url, "XDG_CONFIG_HOME": dir, "HOME": dir}}
+	return &cli{env: map[string]string{"HYPERFLEET_SERVER": s.url, "XDG_CONFIG_HOME": dir, "HOME": dir}, kinds: api.Kinds()}
 }
 
 // result is what one command line did.
@@ -111,7 +121,7 @@ func (c *cli) run(tb testing.TB, args ...string) result {
 func (c *cli) runWith(tb testing.TB, ctx context.Context, stdin string, args ...string) result { //nolint:revive // the test's tb comes first, as in every helper
 	tb.Helper()
 	var out, errOut logbuf.Buffer
-	code := run(ctx, args, strings.NewReader(stdin), &out, &errOut, c.getenv)
+	code := run(ctx, c.kinds, args, strings.NewReader(stdin), &out, &errOut, c.getenv)
 	return result{out: out.String(), err: errOut.String(), code: code}
 }
 
@@ -151,7 +161,7 @@ func (c *cli) start(tb testing.TB, args ...string) *background {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(testContext(tb))
 	b := &background{cancel: cancel, done: make(chan int, 1)}
-	go func() { b.done <- run(ctx, args, strings.NewReader(""), &b.out, &b.err, c.getenv) }()
+	go func() { b.done <- run(ctx, c.kinds, args, strings.NewReader(""), &b.out, &b.err, c.getenv) }()
 	tb.Cleanup(cancel)
 	return b
 }
@@ -182,25 +192,15 @@ func (b *background) eventually(tb testing.TB, what string, ok func(out, errOut 
 		"%s\nstdout: %s\nstderr: %s", what, b.out.String(), b.err.String())
 }
 
-// report posts an adapter's report about a cluster or stream (by kind plural) through the generated client.
+// report posts an adapter's report about a root resource (by kind plural) through the generic client.
 func (s *testAPI) report(tb testing.TB, plural string, id uuid.UUID, adapter string, generation int64, conds ...api.ReportedCondition) {
 	tb.Helper()
 	rep := api.AdapterStatusReport{Adapter: adapter, ObservedGeneration: generation, ObservedTime: time.Now().UTC(), Conditions: conds}
-	var status int
-	var body []byte
-	switch plural {
-	case "clusters":
-		resp, err := s.client.PutClusterStatusWithResponse(testContext(tb), id, rep)
-		require.NoError(tb, err)
-		status, body = resp.StatusCode(), resp.Body
-	case "versionstreams":
-		resp, err := s.client.PutVersionStreamStatusWithResponse(testContext(tb), id, rep)
-		require.NoError(tb, err)
-		status, body = resp.StatusCode(), resp.Body
-	default:
-		require.FailNow(tb, "no report helper for "+plural)
-	}
-	require.Contains(tb, []int{http.StatusOK, http.StatusCreated}, status, "body: %s", body)
+	k := api.Kinds().Lookup(plural)
+	require.NotNil(tb, k, plural)
+	answer, err := api.ReadAnswer[api.AdapterStatus](s.client.ClientInterface.(*api.Client).PutResourceStatus(testContext(tb), k, api.ResourceRef{ID: id}, rep))
+	require.NoError(tb, err)
+	require.Contains(tb, []int{http.StatusOK, http.StatusCreated}, answer.StatusCode(), "body: %s", answer.Body)
 }
 
 // cond builds a reported condition.

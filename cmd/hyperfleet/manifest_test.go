@@ -48,14 +48,17 @@ func TestApplyPatch(t *testing.T) {
 		doc  manifest
 		want string // "" for no change
 	}{
-		{"the same", manifest{Spec: json.RawMessage(`{"replicas": 3}`)}, ""},
 		{"what get printed", manifest{Labels: map[string]*string{"env": ptr("dev")},
 			Spec: json.RawMessage(`{"replicas": 3, "platform": {"hivelocity": {"device_type": "s1", "region": "LAX2", "os_name": "Ubuntu"}}, "remediation": {"reload_timeout_powered_off": "10m"}}`)}, ""},
-		{"a change", manifest{Spec: json.RawMessage(`{"replicas": 5, "remediation": {"reload_timeout_powered_off": "10m"}}`)}, `{"spec": {"replicas": 5}}`},
-		{"a nested change", manifest{Spec: json.RawMessage(`{"platform": {"hivelocity": {"region": "DAL1"}}}`)}, `{"spec": {"platform": {"hivelocity": {"region": "DAL1"}}}}`},
-		{"a label", manifest{Labels: map[string]*string{"env": &v}}, `{"labels": {"env": "prod"}}`},
-		{"a label removed", manifest{Labels: map[string]*string{"env": nil}}, `{"labels": {"env": null}}`},
-		{"a label removed that is not there", manifest{Labels: map[string]*string{"team": nil}}, ""},
+		{"the same spec without labels leaves the labels alone", manifest{
+			Spec: json.RawMessage(`{"replicas": 3, "platform": {"hivelocity": {"device_type": "s1", "region": "LAX2", "os_name": "Ubuntu"}}, "remediation": {"reload_timeout_powered_off": "10m"}}`)}, ""},
+		// The file is the whole desired spec: what it leaves out goes (and the API defaults it again).
+		{"a spec with less", manifest{Spec: json.RawMessage(`{"replicas": 3, "platform": {"hivelocity": {"device_type": "s1", "region": "LAX2"}}}`)},
+			`{"spec": {"platform": {"hivelocity": {"os_name": null}}, "remediation": null}}`},
+		{"a change", manifest{Spec: json.RawMessage(`{"replicas": 5, "platform": {"hivelocity": {"device_type": "s1", "region": "LAX2", "os_name": "Ubuntu"}}, "remediation": {"reload_timeout_powered_off": "10m"}}`)},
+			`{"spec": {"replicas": 5}}`},
+		{"labels are replaced whole", manifest{Labels: map[string]*string{"team": &v}}, `{"labels": {"env": null, "team": "prod"}}`},
+		{"a label changed", manifest{Labels: map[string]*string{"env": &v}}, `{"labels": {"env": "prod"}}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,8 +43,8 @@ func TestOutputFormats(t *testing.T) {
 
 	t.Run("wide", func(t *testing.T) {
 		out := c.ok(t, "get", "cluster", "c0-dev", "-o", "wide")
-		require.Regexp(t, `^NAME\s+VERSION STREAM\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
-		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
+		require.Regexp(t, `^NAME\s+VERSION STREAM\s+SCHEDULE\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
+		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+<none>\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
 	})
 
 	t.Run("json", func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestOutputFormats(t *testing.T) {
 
 	t.Run("missing names", func(t *testing.T) {
 		r := c.run(t, "get", "clusters", "c0-dev", "nope")
-		require.Equal(t, exitError, r.code)
+		require.Equal(t, exitNotFound, r.code)
 		require.Regexp(t, regexp.MustCompile(`(?m)^c0-dev\s`), r.out, "what exists is shown")
 		require.Equal(t, "error: cluster \"nope\" not found\n", r.err)
 	})

@@ -86,7 +86,7 @@ func TestStatusesAndWait(t *testing.T) {
 
 		// Waiting for a deletion that already happened is met at once (a script run again), not "not found".
 		require.Equal(t, "cluster/demo deleted\n", c.ok(t, "wait", "cluster", "demo", "--for=delete"))
-		require.Contains(t, c.fails(t, exitError, "wait", "cluster", "demo", "--for=phase=Ready"), "not found")
+		require.Contains(t, c.fails(t, exitNotFound, "wait", "cluster", "demo", "--for=phase=Ready"), "not found")
 	})
 
 	t.Run("usage", func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 func TestSearches(t *testing.T) {
@@ -14,11 +16,14 @@ func TestSearches(t *testing.T) {
 		want string
 	}{
 		{"quote", func() (string, error) { return tslString(`it's a \ test`), nil }, `'it\'s a \\ test'`},
+		// apimachinery parses the selector and orders its requirements by key.
 		{"selector", func() (string, error) { return selectorSearch("env=dev, tier!=db,app==web") },
-			`labels['env'] = 'dev' and labels['tier'] != 'db' and labels['app'] = 'web'`},
+			`labels['app'] = 'web' and labels['env'] = 'dev' and labels['tier'] != 'db'`},
 		{"selector with odd keys", func() (string, error) { return selectorSearch("example.com/team=core,app-name=x") },
-			`labels['example.com/team'] = 'core' and labels['app-name'] = 'x'`},
-		{"empty selector", func() (string, error) { return selectorSearch(" , ") }, ``},
+			`labels['app-name'] = 'x' and labels['example.com/team'] = 'core'`},
+		{"set-based selector", func() (string, error) { return selectorSearch("env in (dev, test),tier notin (db),team") },
+			`labels['env'] in ['dev', 'test'] and labels['team'] like '%' and labels['tier'] not in ['db']`},
+		{"empty selector", func() (string, error) { return selectorSearch(" ") }, ``},
 		{"names", func() (string, error) { return namesSearch([]string{"a", "b"}), nil }, `name in ['a', 'b']`},
 		{"names and ids", func() (string, error) { return namesSearch([]string{"a", id}), nil }, `name in ['a'] or id in ['` + id + `']`},
 		{"and", func() (string, error) { return andSearch("a = 1", "", "b = 2 or c = 3"), nil }, `(a = 1) and (b = 2 or c = 3)`},
@@ -32,7 +37,7 @@ func TestSearches(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
-	for _, bad := range []string{"env", "=dev", "env!"} {
+	for _, bad := range []string{"!env", "=dev", "env!", "env in dev"} {
 		_, err := selectorSearch(bad)
 		var uerr *usageError
 		require.ErrorAs(t, err, &uerr, bad)
@@ -40,16 +45,16 @@ func TestSearches(t *testing.T) {
 }
 
 func TestKindNames(t *testing.T) {
-	set := newKindSet()
+	a := newApp(api.Kinds(), nil, nil, nil, nil)
 	for word, want := range map[string]string{
 		"cluster": "clusters", "Clusters": "clusters", "cl": "clusters", "NodePool": "nodepools", "np": "nodepools",
 		"versionstream": "versionstreams", "VS": "versionstreams", "upgradeschedules": "upgradeschedules", "us": "upgradeschedules",
 	} {
-		k, err := set.lookup(word)
+		k, err := a.lookupKind(word)
 		require.NoError(t, err, word)
-		require.Equal(t, want, k.plural, word)
+		require.Equal(t, want, k.Plural, word)
 	}
-	_, err := set.lookup("pods")
+	_, err := a.lookupKind("pods")
 	var uerr *usageError
 	require.ErrorAs(t, err, &uerr)
 }

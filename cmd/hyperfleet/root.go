@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // app is one invocation of the CLI: its streams, its environment and the global flags. Commands are built from
@@ -21,7 +23,7 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	kinds          *kindSet
+	kinds          *api.KindTable
 	// transport carries every request of the invocation; run closes its idle connections at the end.
 	transport *http.Transport
 	flags     globalFlags
@@ -39,18 +41,18 @@ func (a *app) setup(err error) {
 
 // globalFlags are the flags every command takes.
 type globalFlags struct {
-	server, token, config string
-	requestTimeout        time.Duration
+	server, token, config, context string
+	requestTimeout                 time.Duration
 }
 
-func newApp(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *app {
+func newApp(kinds *api.KindTable, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *app {
 	transport, ok := http.DefaultTransport.(*http.Transport)
 	if ok {
 		transport = transport.Clone()
 	} else {
 		transport = &http.Transport{}
 	}
-	return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, kinds: newKindSet(), transport: transport}
+	return &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, kinds: kinds, transport: transport}
 }
 
 // connect returns a client for the server and token the flags, environment and configuration file name.
@@ -66,6 +68,7 @@ func (a *app) httpClient() *http.Client {
 	return &http.Client{Transport: a.transport, Timeout: a.flags.requestTimeout}
 }
 
+// rootLong is the root command's help; %s is the list of kinds.
 const rootLong = `hyperfleet drives a HyperFleet API: version streams, upgrade schedules, clusters and their node pools.
 
 Resources are named by kind and by name or id:
@@ -74,15 +77,18 @@ Resources are named by kind and by name or id:
   hyperfleet get nodepools --cluster demo --watch
   hyperfleet wait cluster demo --for=phase=Ready --timeout 10m
 
-Kinds: clusters (cl), nodepools (np; children of a cluster: --cluster), versionstreams (vs), upgradeschedules (us).
-The server is --server, HYPERFLEET_SERVER or the one "hyperfleet login" saved (default http://localhost:8000);
-the bearer token is --token, HYPERFLEET_TOKEN or the saved one. Without a token no Authorization header is sent.`
+Kinds: %s.
+The server and token are --server and --token, else HYPERFLEET_SERVER and HYPERFLEET_TOKEN, else the current
+context's ("hyperfleet login" saves one; "hyperfleet config" lists and switches them), else http://localhost:8000
+without a token. Without a token no Authorization header is sent.
+
+Exit status: 0 done, 1 error, 2 usage error, 3 not found, 4 conflict (a name in use, a stale --if-match).`
 
 func newRootCommand(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hyperfleet",
 		Short:         "Drive a HyperFleet API: clusters, node pools, version streams, upgrade schedules",
-		Long:          rootLong,
+		Long:          fmt.Sprintf(rootLong, a.describeKinds()),
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -97,13 +103,15 @@ func newRootCommand(a *app) *cobra.Command {
 	root.SetVersionTemplate("hyperfleet {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.flags.server, "server", "", "API URL (default: $HYPERFLEET_SERVER, the logged-in server, or "+defaultServer+")")
-	pf.StringVar(&a.flags.token, "token", "", "bearer token (default: $HYPERFLEET_TOKEN or the one saved by hyperfleet login)")
+	pf.StringVar(&a.flags.server, "server", "", "API URL (default: $HYPERFLEET_SERVER, the context's server, or "+defaultServer+")")
+	pf.StringVar(&a.flags.token, "token", "", "bearer token (default: $HYPERFLEET_TOKEN or the context's)")
 	pf.StringVar(&a.flags.config, "config", "", "configuration file (default: $HYPERFLEET_CONFIG or $XDG_CONFIG_HOME/hyperfleet/config.yaml)")
+	pf.StringVar(&a.flags.context, "context", "", "the configuration's context to use (default: $HYPERFLEET_CONTEXT or the current one)")
+	a.setup(root.RegisterFlagCompletionFunc("context", a.completeContexts))
 	pf.DurationVar(&a.flags.requestTimeout, "request-timeout", 30*time.Second, "limit for each request to the API")
 
 	root.AddGroup(&cobra.Group{ID: "resources", Title: "Resource commands:"},
-		&cobra.Group{ID: "progress", Title: "Following progress:"},
+		&cobra.Group{ID: "progress", Title: "Following progress and raw calls:"},
 		&cobra.Group{ID: "setup", Title: "Setup:"})
 	for _, c := range []*cobra.Command{
 		newGetCommand(a, "get"), newGetCommand(a, "list"), newCreateCommand(a), newApplyCommand(a),
@@ -112,11 +120,11 @@ func newRootCommand(a *app) *cobra.Command {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a)} {
+	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a), newAPICommand(a)} {
 		c.GroupID = "progress"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newLoginCommand(a), newLogoutCommand(a), newVersionCommand(a)} {
+	for _, c := range []*cobra.Command{newLoginCommand(a), newLogoutCommand(a), newConfigCommand(a), newVersionCommand(a)} {
 		c.GroupID = "setup"
 		root.AddCommand(c)
 	}
@@ -163,11 +171,13 @@ func checkOneOf(cmd *cobra.Command, required bool, names ...string) error {
 	return nil
 }
 
-// Exit statuses.
+// Exit statuses (documented in docs/cli.md and the root command's help).
 const (
 	exitOK        = 0
 	exitError     = 1
 	exitUsage     = 2
+	exitNotFound  = 3   // the resource, or the API's answer, is 404
+	exitConflict  = 4   // the API's 409 (a name in use, a deleting parent, a stale report) or 412 (a stale --if-match)
 	exitInterrupt = 130 // what shells report for a process ended by SIGINT
 )
 
@@ -184,6 +194,22 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 		return exitInterrupt
 	}
 	a.printError(err)
+	return exitCode(err)
+}
+
+// exitCode is the exit status of a command that failed with err (not a usage error): 3 for what is not there, 4
+// for a conflict, else 1.
+func exitCode(err error) int {
+	var nf *notFoundError
+	var aerr *apiError
+	switch {
+	case errors.As(err, &nf):
+		return exitNotFound
+	case errors.As(err, &aerr) && aerr.status == http.StatusNotFound:
+		return exitNotFound
+	case errors.As(err, &aerr) && (aerr.status == http.StatusConflict || aerr.status == http.StatusPreconditionFailed):
+		return exitConflict
+	}
 	return exitError
 }
 
@@ -212,19 +238,34 @@ func (o *outputFlag) String() string { return o.value }
 func (o *outputFlag) Type() string { return "format" }
 
 func (o *outputFlag) Set(s string) error {
-	if !slices.Contains(o.allowed, s) {
-		return fmt.Errorf("want one of %s", strings.Join(o.allowed, ", "))
+	name, _, templated := strings.Cut(s, "=")
+	if !slices.Contains(o.allowed, s) && (!templated || !slices.Contains(o.allowed, name+"=")) {
+		return fmt.Errorf("want one of %s", strings.Join(o.named(), ", "))
 	}
 	o.value = s
 	return nil
 }
 
+// named are the formats as help shows them: "jsonpath=…" for a templated one.
+func (o *outputFlag) named() []string {
+	var out []string
+	for _, f := range o.allowed {
+		if f == "" {
+			continue
+		}
+		if strings.HasSuffix(f, "=") {
+			f += "…"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // addOutputFlag adds -o with the given formats, the first being the default ("" prints a message).
 func (a *app) addOutputFlag(cmd *cobra.Command, formats ...string) *outputFlag {
 	o := &outputFlag{value: formats[0], allowed: formats}
-	named := slices.DeleteFunc(slices.Clone(formats), func(s string) bool { return s == "" })
-	cmd.Flags().VarP(o, "output", "o", "output format: "+strings.Join(named, "|"))
-	a.setup(cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(named, cobra.ShellCompDirectiveNoFileComp)))
+	cmd.Flags().VarP(o, "output", "o", "output format: "+strings.Join(o.named(), "|"))
+	a.setup(cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(o.named(), cobra.ShellCompDirectiveNoFileComp)))
 	return o
 }
 

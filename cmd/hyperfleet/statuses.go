@@ -54,7 +54,7 @@ func (a *app) statuses(ctx context.Context, o *statusesOptions, args []string) e
 	if err != nil {
 		return err
 	}
-	answer, err := c.do(k.ops.statuses(ctx, c.gen, obj.ref()))
+	answer, err := c.do(c.gen.ListResourceStatuses(ctx, k, obj.ref()))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (a *app) statuses(ctx context.Context, o *statusesOptions, args []string) e
 		return fmt.Errorf("decode the reports: %w", err)
 	}
 	if len(list.Items) == 0 {
-		fmt.Fprintf(a.stderr, "No adapter has reported about %s/%s yet.\n", k.name, obj.name())
+		fmt.Fprintf(a.stderr, "No adapter has reported about %s/%s yet.\n", k.Singular, obj.name())
 		return nil
 	}
 	return printStatuses(a, list.Items, obj.generation(), o.output.value == formatWide, time.Now())

@@ -72,7 +72,7 @@ func (a *app) wait(ctx context.Context, o *waitOptions, args []string) error {
 	var missing *notFoundError
 	if cond.deleted && errors.As(err, &missing) {
 		// Gone before the wait began (a fast delete, or a script run twice): what --for=delete waits for.
-		_, err := fmt.Fprintf(a.stdout, "%s/%s deleted\n", k.name, names[0])
+		_, err := fmt.Fprintf(a.stdout, "%s/%s deleted\n", k.Singular, names[0])
 		return err
 	}
 	if err != nil {
@@ -178,8 +178,8 @@ var errMet = errors.New("condition met")
 
 // waitFor follows o until cond holds, timeout passes (0: no limit) or ctx ends, with a progress line on stderr.
 // Success is reported on stdout: "cluster/demo condition met" or "cluster/demo deleted".
-func (a *app) waitFor(ctx context.Context, c *client, k *kind, o *object, cond waitCondition, timeout, interval time.Duration) error {
-	label := k.name + "/" + o.name()
+func (a *app) waitFor(ctx context.Context, c *client, k *api.Kind, o *object, cond waitCondition, timeout, interval time.Duration) error {
+	label := k.Singular + "/" + o.name()
 	start := time.Now()
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {

@@ -11,13 +11,13 @@ import (
 )
 
 // source reports the state of what a command follows: at once, and again at least whenever it changes, until ctx
-// ends or emit fails. Polling is the only source while the API has no change feed; a feed-backed source can
-// replace it without touching the commands, which tell changed states from unchanged ones themselves.
+// ends or emit fails. get --watch follows the API's change feed (feed); wait polls one resource (poller). The
+// commands tell changed states from unchanged ones themselves.
 type source[T any] interface {
 	follow(ctx context.Context, emit func(T) error) error
 }
 
-// newSource returns the source for a fetch: a poller, until there is a change feed to prefer.
+// newSource returns a poller of fetch.
 func newSource[T any](interval time.Duration, fetch func(context.Context) (T, error), warn func(error)) source[T] {
 	return &poller[T]{interval: interval, fetch: fetch, warn: warn}
 }
@@ -81,13 +81,12 @@ func (a *app) warner() func(error) {
 // changes (ages included); elsewhere it appends a new table, after a blank line, only when something other
 // than the passing of time changed, so that a log of a watch reads as a list of changes.
 type redraw struct {
-	w         io.Writer
-	tty       bool
-	format    string
-	noHeaders bool
-	now       func() time.Time
-	last      []byte
-	drawn     int
+	w       io.Writer
+	tty     bool
+	printer *printer
+	now     func() time.Time
+	last    []byte
+	drawn   int
 }
 
 // clearScreen moves the cursor home and clears the screen (ANSI).
@@ -117,7 +116,7 @@ func (r *redraw) draw(l *listing) error {
 	r.last = fingerprint.Bytes()
 	if r.drawn > 0 {
 		separator := "\n"
-		if r.format == formatYAML {
+		if r.printer.format == formatYAML {
 			separator = "---\n"
 		}
 		if _, err := io.WriteString(r.w, separator); err != nil {
@@ -130,9 +129,9 @@ func (r *redraw) draw(l *listing) error {
 }
 
 func (r *redraw) render(w io.Writer, l *listing, now time.Time) error {
-	if len(l.objects) == 0 && (r.format == formatTable || r.format == formatWide) {
-		_, err := fmt.Fprintf(w, "No %s found.\n", l.kind.plural)
+	if len(l.objects) == 0 && r.printer.tabular() {
+		_, err := fmt.Fprintf(w, "No %s found.\n", l.kind.Plural)
 		return err
 	}
-	return printListing(w, r.format, l, now, r.noHeaders)
+	return r.printer.print(w, l, now)
 }

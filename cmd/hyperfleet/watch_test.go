@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
@@ -20,7 +26,7 @@ func TestWatchRedrawsWhenPhasesChange(t *testing.T) {
 	c := newCLI(t, s)
 	c.seedStream(t, "stable-4-16")
 
-	w := c.start(t, "get", "clusters", "--watch", "--interval", "20ms")
+	w := c.start(t, "get", "clusters", "--watch")
 	w.eventually(t, "an empty kind says so", func(out, _ string) bool { return out == "No clusters found.\n" })
 
 	c.ok(t, "create", "cluster", "demo", "--spec", clusterSpec)
@@ -33,7 +39,7 @@ func TestWatchRedrawsWhenPhasesChange(t *testing.T) {
 
 	r := w.stop(t)
 	require.Equal(t, exitOK, r.code, "Ctrl-C ends a watch normally; stderr: %s", r.err)
-	// Not a terminal: a drawing per change, separated by blank lines, however many polls saw nothing new.
+	// Not a terminal: a drawing per change of what is shown, separated by blank lines.
 	drawings := strings.Split(strings.TrimSpace(r.out), "\n\n")
 	require.Len(t, drawings, 3, "stdout: %s", r.out)
 	require.Equal(t, "No clusters found.", drawings[0])
@@ -46,7 +52,7 @@ func TestWatchFollowsANamedResource(t *testing.T) {
 	s := startAPI(t, false)
 	c := newCLI(t, s)
 	c.seedStream(t, "stable-4-16")
-	w := c.start(t, "get", "vs", "stable-4-16", "-w", "--interval", "20ms")
+	w := c.start(t, "get", "vs", "stable-4-16", "-w")
 	w.eventually(t, "the stream is shown", func(out, _ string) bool { return strings.Contains(out, "Pending") })
 	c.ok(t, "delete", "vs", "stable-4-16")
 	deleting := regexp.MustCompile(`(?m)^stable-4-16\s+4\.16\s+stable-4\.16\s+False\s+Deleting\s+2\s+`)
@@ -55,7 +61,9 @@ func TestWatchFollowsANamedResource(t *testing.T) {
 }
 
 func TestRedrawOnATerminal(t *testing.T) {
-	k := newKindSet().all[0]
+	k := api.Kinds().Cluster
+	p, err := newPrinter(formatTable, false)
+	require.NoError(t, err)
 	demo := func(phase string) *listing {
 		o, err := decodeObject([]byte(`{"id": "7d4fbd4e-7c5c-4e43-a3c9-1e0d7b2a5a10", "kind": "Cluster", "name": "demo", "generation": 1,
 			"created_time": "2026-01-01T00:00:00Z", "spec": {"version_stream": "s"}, "status": {"phase": "` + phase + `", "conditions": []}}`))
@@ -64,7 +72,7 @@ func TestRedrawOnATerminal(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
 	var out bytes.Buffer
-	r := &redraw{w: &out, tty: true, format: formatTable, now: func() time.Time { return now }}
+	r := &redraw{w: &out, tty: true, printer: p, now: func() time.Time { return now }}
 	for _, l := range []*listing{demo("Pending"), demo("Pending"), demo("Ready")} {
 		require.NoError(t, r.draw(l))
 	}
@@ -77,6 +85,111 @@ func TestRedrawOnATerminal(t *testing.T) {
 	now = now.Add(time.Minute)
 	require.NoError(t, r.draw(demo("Ready")))
 	require.Regexp(t, `(?m)^demo\s+s\s+Ready\s+1\s+90s$`, out.String())
+}
+
+// The watch follows the API's change feed, through a TCP proxy the test can cut: after a disconnect it resumes
+// with Last-Event-ID, so that a change made meanwhile arrives; and it warns of each cut rather than ending.
+func TestWatchResumesOnTheFeed(t *testing.T) {
+	t.Parallel()
+	s := startAPI(t, false)
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	p := startCutter(t, target.Host)
+	watcher := newCLI(t, s)
+	watcher.env["HYPERFLEET_SERVER"] = "http://" + p.addr()
+	c := newCLI(t, s)
+
+	c.seedStream(t, "first")
+	w := watcher.start(t, "get", "vs", "--watch", "-o", "name")
+	w.eventually(t, "the list is shown", func(out, _ string) bool { return out == "versionstream/first\n" })
+	require.Eventually(t, p.sawWatch, 10*time.Second, 10*time.Millisecond, "the watch starts after the list")
+	c.seedStream(t, "second")
+	w.eventually(t, "a created stream comes from the feed", func(out, _ string) bool {
+		return strings.HasSuffix(out, "\n\nversionstream/first\nversionstream/second\n")
+	})
+	require.False(t, p.sawResume(), "the first watch starts from the list's position")
+
+	// Cut: the stream ends and new connections are refused for a while; the watch retries, then resumes after the
+	// last event it had, and the stream created meanwhile arrives.
+	p.cut(true)
+	c.seedStream(t, "third")
+	p.cut(false)
+	w.eventually(t, "the change made while cut off arrives", func(out, _ string) bool {
+		return strings.HasSuffix(out, "\n\nversionstream/first\nversionstream/second\nversionstream/third\n")
+	})
+	require.True(t, p.sawResume(), "the watch resumed with Last-Event-ID")
+	r := w.stop(t)
+	require.Equal(t, exitOK, r.code)
+	require.Contains(t, r.err, "(retrying)", "the cut was a warning, not an end")
+}
+
+// cutter is a TCP proxy to an address whose connections the test can cut, and that notes whether a watch went
+// through and whether one resumed (a Last-Event-ID header).
+type cutter struct {
+	ln               net.Listener
+	to               string
+	mu               sync.Mutex
+	conns            []net.Conn
+	down             bool
+	watched, resumed atomic.Bool
+}
+
+func startCutter(t *testing.T, to string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutter{ln: ln, to: to}
+	t.Cleanup(func() { _ = ln.Close(); p.cut(true) })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			out, err := net.Dial("tcp", to)
+			if down || err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, io.TeeReader(in, p)); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutter) addr() string { return p.ln.Addr().String() }
+
+// Write sees what clients send.
+func (p *cutter) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("last-event-id:")) {
+		p.resumed.Store(true)
+	}
+	if bytes.Contains(b, []byte("watch=true")) {
+		p.watched.Store(true)
+	}
+	return len(b), nil
+}
+
+func (p *cutter) sawResume() bool { return p.resumed.Load() }
+
+func (p *cutter) sawWatch() bool { return p.watched.Load() }
+
+// cut closes every connection and, while down, refuses new ones.
+func (p *cutter) cut(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
 }
 
 func TestPollerRetriesWhatMayPass(t *testing.T) {

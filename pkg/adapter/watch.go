@@ -149,7 +149,7 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 		idle.Reset(r.cfg.WatchIdleTimeout)
 		r.contact()
 	}}
-	err = readSSE(body, func(ev sseEvent) error {
+	err = api.ReadEvents(body, func(ev api.StreamEvent) error {
 		if ev.Event == "error" {
 			return watchError(kind, ev.Data)
 		}

@@ -1,4 +1,4 @@
-package adapter
+package api
 
 import (
 	"bufio"
@@ -7,30 +7,31 @@ import (
 	"strings"
 )
 
-// sseEvent is one dispatched Server-Sent Event.
-type sseEvent struct {
+// StreamEvent is one dispatched Server-Sent Event of a watch (the list operations with watch=true): its data is a
+// WatchEvent, or a Problem for the event type "error".
+type StreamEvent struct {
 	// ID is the stream's last event id after this event: its own id: field, or the one before it (the SSE rule).
 	ID    string
 	Event string // "message" when the event named no type
 	Data  string
 }
 
-// maxSSELine bounds one line of a stream; an event's data is one line of JSON, the resource at most 128 KiB of spec
+// MaxEventLine bounds one line of a stream; an event's data is one line of JSON, the resource at most 128 KiB of spec
 // plus its status.
-const maxSSELine = 4 << 20
+const MaxEventLine = 4 << 20
 
-// readSSE parses a text/event-stream as the HTML standard's event-stream interpretation does (lines end with CRLF,
+// ReadEvents parses a text/event-stream as the HTML standard's event-stream interpretation does (lines end with CRLF,
 // LF or CR; "field: value" with one optional space after the colon; data lines joined with LF; comments and unknown
 // fields ignored; an event without data is not dispatched, though its id: still counts) and calls fn for each
 // event in order. It returns fn's first error, the reader's, or nil at the end of the stream.
 //
-// The runtime parses with the standard library rather than an SSE client library: the parsing is this function,
-// while reconnecting, resuming and backing off must be the runtime's own (Last-Event-ID from its position, 410 →
-// list again, the generated client's authenticated and counted transport), which the libraries on the module proxy
+// It parses with the standard library rather than an SSE client library: the parsing is this function, while
+// reconnecting, resuming and backing off are the caller's own (the adapter runtime's, the CLI's: Last-Event-ID from
+// their position, 410 → list again, the generated client's transport), which the libraries on the module proxy
 // either do their own way or are not yet at a stable version for.
-func readSSE(r io.Reader, fn func(sseEvent) error) error {
+func ReadEvents(r io.Reader, fn func(StreamEvent) error) error {
 	lines := bufio.NewScanner(r)
-	lines.Buffer(make([]byte, 0, 64<<10), maxSSELine)
+	lines.Buffer(make([]byte, 0, 64<<10), MaxEventLine)
 	lines.Split(scanSSELines)
 	var (
 		lastID, event string
@@ -44,7 +45,7 @@ func readSSE(r io.Reader, fn func(sseEvent) error) error {
 				if event == "" {
 					event = "message"
 				}
-				if err := fn(sseEvent{ID: lastID, Event: event, Data: data.String()}); err != nil {
+				if err := fn(StreamEvent{ID: lastID, Event: event, Data: data.String()}); err != nil {
 					return err
 				}
 			}

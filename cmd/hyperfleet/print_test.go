@@ -37,24 +37,35 @@ func TestAge(t *testing.T) {
 	require.Equal(t, "<unknown>", age(now, time.Time{}))
 }
 
-func TestWindowsSummary(t *testing.T) {
-	w := func(start, duration string, days ...api.UpgradeScheduleSpecWindowsDays) api.UpgradeWindow {
-		return api.UpgradeWindow{Days: days, Start: start, Duration: duration}
-	}
+func TestPrinterFormats(t *testing.T) {
 	tests := []struct {
-		name    string
-		windows []api.UpgradeWindow
-		want    string
+		output  string
+		format  string
+		columns []api.Column
+		wantErr string
 	}{
-		{"none", nil, "always"},
-		{"one", []api.UpgradeWindow{w("02:00", "4h", "Saturday", "Sunday")}, "Sat,Sun 02:00+4h"},
-		{"two", []api.UpgradeWindow{w("02:00", "4h", "Saturday"), w("22:00", "90m", "Monday")}, "Sat 02:00+4h; Mon 22:00+90m"},
-		{"more", []api.UpgradeWindow{w("01:00", "1h", "Monday"), w("02:00", "1h", "Tuesday"), w("03:00", "1h", "Friday")},
-			"Mon 01:00+1h; Tue 02:00+1h; +1 more"},
+		{output: "table", format: formatTable},
+		{output: "jsonpath={.items[*].name}", format: formatJSONPath},
+		{output: "go-template={{range .items}}{{.name}}{{end}}", format: formatGoTemplate},
+		{output: "custom-columns=NAME:.name,REPLICAS:{.spec.replicas}", format: formatCustomColumns,
+			columns: []api.Column{{Header: "NAME", JSONPath: "{.name}"}, {Header: "REPLICAS", JSONPath: "{.spec.replicas}"}}},
+		{output: "jsonpath={.items[", wantErr: "-o jsonpath="},
+		{output: "go-template={{.name", wantErr: "-o go-template="},
+		{output: "custom-columns=NAME", wantErr: "HEADER:.json.path"},
+		{output: "custom-columns=NAME:.items[", wantErr: "column NAME"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, windowsSummary(tc.windows))
+		t.Run(tc.output, func(t *testing.T) {
+			p, err := newPrinter(tc.output, false)
+			if tc.wantErr != "" {
+				var uerr *usageError
+				require.ErrorAs(t, err, &uerr)
+				require.Contains(t, err.Error(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.format, p.format)
+			require.Equal(t, tc.columns, p.columns)
 		})
 	}
 }
