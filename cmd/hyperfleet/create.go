@@ -148,4 +148,3 @@ const (
 	contentJSON       = "application/json"
 	contentMergePatch = "application/merge-patch+json"
 )
-

@@ -160,5 +160,3 @@ func newLogoutCommand(a *app) *cobra.Command {
 		},
 	}
 }
-
-

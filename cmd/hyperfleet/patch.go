@@ -104,4 +104,3 @@ func (a *app) patch(ctx context.Context, o *patchOptions, args []string) error {
 	}
 	return printResult(a.stdout, o.output.value, k, updated, what)
 }
-

@@ -33,7 +33,9 @@ const (
 )
 
 // templatedFormats are the formats that take a template, as addOutputFlag lists them.
-func templatedFormats() []string { return []string{formatJSONPath, formatGoTemplate, formatCustomColumns} }
+func templatedFormats() []string {
+	return []string{formatJSONPath, formatGoTemplate, formatCustomColumns}
+}
 
 // listing is what get and list show: resources of one kind and what their table needs.
 type listing struct {
