@@ -120,7 +120,7 @@ func TestConfigCommands(t *testing.T) {
 	require.Equal(t, "Switched to context \"dev\".\n", c.ok(t, "config", "use-context", "dev"))
 	require.Equal(t, "dev\n", c.ok(t, "config", "current-context"))
 	require.Equal(t, "prod\n", c.ok(t, "config", "current-context", "--context", "prod"))
-	require.Regexp(t, regexp.MustCompile(`^CURRENT\s+NAME\s+SERVER\s+AUTH\n\*\s+dev\s+http://localhost:8000\s+token\n\s+prod\s+https://prod.example.com\s+none\n$`),
+	require.Regexp(t, regexp.MustCompile(`^CURRENT\s+NAME\s+SERVER\s+AUTH\n\*\s+dev\s+http://localhost:8000\s+token\n\s+prod\s+https://prod\.example\.com\s+none\n$`),
 		c.ok(t, "config", "get-contexts"))
 
 	view := c.ok(t, "config", "view")

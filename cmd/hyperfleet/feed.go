@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -140,7 +139,7 @@ func (f *feed) stream(ctx context.Context, p api.ListParams, fn func(api.StreamE
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if mt := api.MediaType(resp); mt != "text/event-stream" {
 		return fmt.Errorf("the API answered the watch with %q, not an event stream", mt)
 	}
 	body := &readRecorder{r: resp.Body}

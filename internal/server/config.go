@@ -34,7 +34,7 @@ const (
 // production they listen on every interface, since a load balancer, kubelet probes and Prometheus connect from
 // elsewhere. Everywhere else they listen on loopback: a development server runs an embedded database and accepts
 // development tokens, or no authentication at all, and nothing outside the machine should reach it unasked.
-func DefaultBindAddresses(env string) (api, health, metrics string) {
+func DefaultBindAddresses(env string) (apiAddr, health, metrics string) {
 	host := "127.0.0.1"
 	if env == EnvProduction {
 		host = ""

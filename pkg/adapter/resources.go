@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"time"
 
@@ -123,7 +122,7 @@ func (a *API) list(ctx context.Context, kind *Kind, parentID string, q listQuery
 		return listPage{}, err
 	}
 	// The runtime always asks for fields; a full page means the server ignored them.
-	if mt, _, _ := mime.ParseMediaType(answer.HTTPResponse.Header.Get("Content-Type")); mt != api.SparseMediaType {
+	if api.MediaType(answer.HTTPResponse) != api.SparseMediaType {
 		return listPage{}, fmt.Errorf("hyperfleet-api list %s: the answer is not a sparse page (%s)", kind.Plural, api.SparseMediaType)
 	}
 	page := answer.JSON200

@@ -115,7 +115,7 @@ func (t *KindTable) All() []*Kind { return append([]*Kind(nil), t.all...) }
 func (t *KindTable) Lookup(word string) *Kind {
 	w := strings.ToLower(word)
 	for _, k := range t.all {
-		if w == strings.ToLower(k.Name) || w == k.Singular || w == k.Plural || w == k.Short {
+		if strings.EqualFold(w, k.Name) || w == k.Singular || w == k.Plural || w == k.Short {
 			return k
 		}
 	}

@@ -131,9 +131,8 @@ func (a *Answer[T]) Problem() *Problem {
 	if a.HTTPResponse.StatusCode < 300 {
 		return nil
 	}
-	mt, _, _ := mime.ParseMediaType(a.HTTPResponse.Header.Get("Content-Type"))
 	var p Problem
-	if mt != "application/problem+json" || json.Unmarshal(a.Body, &p) != nil || p.Code == "" {
+	if MediaType(a.HTTPResponse) != "application/problem+json" || json.Unmarshal(a.Body, &p) != nil || p.Code == "" {
 		return nil
 	}
 	return &p
@@ -155,7 +154,7 @@ func ReadAnswer[T any](rsp *http.Response, err error) (*Answer[T], error) {
 	if rsp.StatusCode < 200 || rsp.StatusCode > 299 || len(body) == 0 {
 		return a, nil
 	}
-	mt, _, _ := mime.ParseMediaType(rsp.Header.Get("Content-Type"))
+	mt := MediaType(rsp)
 	if mt != "application/json" && mt != SparseMediaType {
 		return a, nil
 	}
@@ -165,4 +164,14 @@ func ReadAnswer[T any](rsp *http.Response, err error) (*Answer[T], error) {
 	}
 	a.JSON200 = &doc
 	return a, nil
+}
+
+// MediaType is the media type of an answer's Content-Type, without its parameters ("" when it has none that
+// parses).
+func MediaType(rsp *http.Response) string {
+	mt, _, err := mime.ParseMediaType(rsp.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return mt
 }
