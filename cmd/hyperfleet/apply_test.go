@@ -55,8 +55,12 @@ func TestApplyIsIdempotent(t *testing.T) {
 		{"a changed document is patched", []string{"apply", "-f", "-"},
 			strings.Replace(fleetYAML, "replicas: 3", "replicas: 4", 1),
 			"versionstream/stable-4-16 unchanged\nupgradeschedule/weekends unchanged\ncluster/demo unchanged\nnodepool/workers configured\n"},
-		{"labels merge, and null removes one", []string{"apply", "-f", "-", "-o", "name"},
-			"kind: cluster\nname: demo\nlabels: {env: null, team: core}\n", "cluster/demo\n"},
+		// The document is the whole desired spec: a member it leaves out is removed, not kept as a merge would.
+		{"a member the file leaves out goes", []string{"apply", "-f", "-"},
+			"kind: cluster\nname: demo\nspec: {version_stream: stable-4-16, hosted_cluster: {dns: {base_domain: example.com}}}\n",
+			"cluster/demo configured\n"},
+		{"labels given are the labels", []string{"apply", "-f", "-", "-o", "name"},
+			"kind: cluster\nname: demo\nlabels: {team: core}\n", "cluster/demo\n"},
 		{"JSON documents too, --cluster for a pool without one", []string{"apply", "-f", "-", "--cluster", "demo"},
 			`{"kind": "np", "name": "spares", "spec": {"replicas": 1, "platform": {"hivelocity": {"device_type": "s1.small", "region": "LAX2"}}}}`,
 			"nodepool/spares created\n"},
@@ -84,6 +88,7 @@ func TestApplyIsIdempotent(t *testing.T) {
 		labels := c.ok(t, "get", "cluster", "demo", "-o", "yaml")
 		require.Contains(t, labels, "team: core")
 		require.NotContains(t, labels, "env: dev")
+		require.NotContains(t, labels, "upgrade_schedule", "left out of the file, so removed")
 		require.Regexp(t, `(?m)^workers\s+demo\s+6\s+Ready\s+3\s+`, c.ok(t, "get", "np", "--cluster", "demo"))
 	})
 

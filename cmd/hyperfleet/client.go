@@ -159,7 +159,7 @@ type page struct {
 	Page  int               `json:"page"`
 	Size  int               `json:"size"`
 	Total int64             `json:"total"`
-	Next  string            `json:"next"`
+	Next  string            `json:"next,omitempty"`
 	Items []json.RawMessage `json:"items"`
 	// ResourceVersion is the change feed position the page reflects: a watch starts after it.
 	ResourceVersion string `json:"resource_version,omitempty"`
