@@ -5,7 +5,8 @@ SHELL := /bin/bash
 BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -X main.version=$(VERSION) -X main.build=$(BUILD)
+# Every binary reads its version and build from internal/command.
+LDFLAGS   := -X github.com/hyperfleet/hyperfleet/internal/command.version=$(VERSION) -X github.com/hyperfleet/hyperfleet/internal/command.build=$(BUILD)
 GOTEST    ?= go test
 # Tools are built once into a cache outside the clone.
 TOOLS_DIR ?= $(HOME)/.cache/hyperfleet/tools

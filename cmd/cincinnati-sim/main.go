@@ -19,12 +19,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 type config struct {
 	listen    string
 	fixtures  string
@@ -41,7 +35,6 @@ func newCommand() *cobra.Command {
 	}}
 	return command.Program{
 		Name: "cincinnati-sim", Short: "Serve a simulated Cincinnati update graph API for development and tests",
-		Version: version, Build: build,
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9400", "address to serve on")
 			fs.StringVar(&cfg.stateFile, "state-file", "", "journal of the releases published and removed through /admin, replayed at start (empty: forget them on exit)")
@@ -66,7 +59,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "version", version, "channels", len(sim.Channels()),
+	logger.Info("serving", "addr", ln.Addr().String(), "version", command.Version(), "channels", len(sim.Channels()),
 		"state_file", cfg.stateFile)
 	return command.Serve(ctx, ln, sim.Handler(), logger)
 }

@@ -7,9 +7,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-
 	"github.com/spf13/cobra"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity"
@@ -17,25 +14,11 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 func main() { command.Main(newCommand()) }
 
 func newCommand() *cobra.Command {
-	opts := hivelocity.DefaultOptions()
-	return adapter.Command(adapter.Program{
-		Name: hivelocity.Name, Short: "Provision NodePools as Hivelocity bare-metal devices",
-		OpsPort: "8093", Version: version, Build: build, Flags: opts.AddFlags,
-		Run: func(ctx context.Context, rt adapter.Config, log *slog.Logger) error {
-			a, err := hivelocity.New(rt, opts, log)
-			if err != nil {
-				return err
-			}
-			return a.Run(ctx)
-		},
+	return adapter.Command(adapter.Program[hivelocity.Options, *hivelocity.Adapter]{
+		Name: hivelocity.Name, OpsPort: "8093", Short: "Provision NodePools as Hivelocity bare-metal devices",
+		Options: hivelocity.DefaultOptions(), Flags: (*hivelocity.Options).AddFlags, New: hivelocity.New,
 	})
 }

@@ -27,12 +27,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 // defaultAPIKey is the key accepted when no --api-key-file is given.
 const defaultAPIKey = "dev"
 
@@ -60,8 +54,8 @@ func newCommand() *cobra.Command {
 	}
 	return command.Program{
 		Name: "hivelocity-sim", Short: "Serve a simulated Hivelocity API for development and tests",
-		Version: version, Build: build, Flags: cfg.addFlags,
-		Run: func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) },
+		Flags: cfg.addFlags,
+		Run:   func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) },
 	}.Command()
 }
 
@@ -102,7 +96,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("serving", "addr", ln.Addr().String(), "version", version, "devices", len(sim.Devices()),
+	logger.Info("serving", "addr", ln.Addr().String(), "version", command.Version(), "devices", len(sim.Devices()),
 		"time_scale", cfg.timeScale)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
@@ -19,36 +18,30 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 func main() { command.Main(newCommand()) }
 
+// options are the applier's, and the management cluster it applies to.
+type options struct {
+	hostedcluster.Options
+	kubeconfig string
+}
+
 func newCommand() *cobra.Command {
-	opts := hostedcluster.DefaultOptions()
-	kubeconfig := ""
-	return adapter.Command(adapter.Program{
-		Name: hostedcluster.Name, Short: "Apply HyperShift HostedClusters for HyperFleet clusters",
-		OpsPort: "8092", Version: version, Build: build,
-		Flags: func(fs *pflag.FlagSet) {
-			opts.AddFlags(fs)
-			fs.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "kubeconfig of the management cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
+	return adapter.Command(adapter.Program[options, *hostedcluster.Adapter]{
+		Name: hostedcluster.Name, OpsPort: "8092", Short: "Apply HyperShift HostedClusters for HyperFleet clusters",
+		Options: options{Options: hostedcluster.DefaultOptions()},
+		Flags: func(o *options, fs *pflag.FlagSet) {
+			o.AddFlags(fs)
+			fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
 		},
-		Run: func(ctx context.Context, rt adapter.Config, log *slog.Logger) error {
+		New: func(rt adapter.Config, o options, log *slog.Logger) (*hostedcluster.Adapter, error) {
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			rules.ExplicitPath = kubeconfig
+			rules.ExplicitPath = o.kubeconfig
 			kube, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 			if err != nil {
-				return fmt.Errorf("management cluster: %w", err)
+				return nil, fmt.Errorf("management cluster: %w", err)
 			}
-			a, err := hostedcluster.New(rt, opts, kube, log)
-			if err != nil {
-				return err
-			}
-			return a.Run(ctx)
+			return hostedcluster.New(rt, o.Options, kube, log)
 		},
 	})
 }

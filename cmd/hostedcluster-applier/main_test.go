@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
@@ -13,7 +15,7 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
 	require.NoError(t, cmd.Execute())
-	require.Equal(t, "hostedcluster-applier version "+version+" ("+build+")\n", out.String())
+	require.Equal(t, "hostedcluster-applier version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
 
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.

@@ -25,12 +25,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/server"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
@@ -48,7 +42,7 @@ func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hyperfleet-api",
 		Short:         "HyperFleet's cluster-lifecycle data API",
-		Version:       version + " (" + build + ")",
+		Version:       command.Version() + " (" + command.Build() + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -162,7 +156,7 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		}
 		o.cfg.RequiredAdapters = required
 	}
-	o.cfg.Version, o.cfg.Build = version, build
+	o.cfg.Version, o.cfg.Build = command.Version(), command.Build()
 	return log, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/test/harness"
@@ -192,5 +193,5 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
 	require.NoError(t, cmd.ExecuteContext(context.Background()))
-	require.Equal(t, "hyperfleet-api version "+version+" ("+build+")\n", out.String())
+	require.Equal(t, "hyperfleet-api version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }

@@ -14,12 +14,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-)
 
-// Set by the build (-ldflags -X).
-var (
-	version = "dev"
-	build   = "unknown"
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func main() {
@@ -36,7 +32,7 @@ func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hyperfleet-dev",
 		Short:         "Development infrastructure for HyperFleet on one machine",
-		Version:       version + " (" + build + ")",
+		Version:       command.Version() + " (" + command.Build() + ")",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

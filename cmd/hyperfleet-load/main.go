@@ -26,12 +26,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
+	cmdmain "github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 // envToken names the variable holding the bearer token when neither --token nor --token-file is given.
@@ -68,7 +64,7 @@ It exits 1 if any request failed.
 
 An API with authentication (make run) needs a bearer token: --token-file, $` + envToken + ` or --token; make bench
 mints one.`,
-		Version:       version + " (" + build + ")",
+		Version:       cmdmain.Version() + " (" + cmdmain.Build() + ")",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	cmdmain "github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
@@ -278,5 +279,5 @@ func TestLoadRefusesBadSettings(t *testing.T) {
 func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	stdout, _, err := load(t, "--version")
 	require.NoError(t, err)
-	require.Equal(t, "hyperfleet-load version "+version+" ("+build+")\n", stdout)
+	require.Equal(t, "hyperfleet-load version "+cmdmain.Version()+" ("+cmdmain.Build()+")\n", stdout)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
@@ -34,7 +35,7 @@ type client struct {
 
 func newClient(server, token string, httpClient *http.Client) (*client, error) {
 	editor := func(_ context.Context, req *http.Request) error {
-		req.Header.Set("User-Agent", "hyperfleet-cli/"+version)
+		req.Header.Set("User-Agent", "hyperfleet-cli/"+command.Version())
 		// Without a token there is no header at all: an API running without authentication needs none.
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)

@@ -12,13 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
-)
-
-// version and build are set by the linker (-X) in `make build`; they are the only package variables.
-var (
-	version = "dev"
-	build   = "unknown"
 )
 
 func main() {
@@ -35,13 +30,13 @@ func run(ctx context.Context, kinds *api.KindTable, args []string, stdin io.Read
 	defer a.transport.CloseIdleConnections()
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "error: internal error in hyperfleet %s: %v (please report it)\n", version, r)
+			fmt.Fprintf(stderr, "error: internal error in hyperfleet %s: %v (please report it)\n", command.Version(), r)
 			code = exitError
 		}
 	}()
 	root := newRootCommand(a)
 	if err := errors.Join(a.setupErrs...); err != nil {
-		fmt.Fprintf(stderr, "error: internal error in hyperfleet %s: %v (please report it)\n", version, err)
+		fmt.Fprintf(stderr, "error: internal error in hyperfleet %s: %v (please report it)\n", command.Version(), err)
 		return exitError
 	}
 	root.SetArgs(args)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
@@ -89,7 +90,7 @@ func newRootCommand(a *app) *cobra.Command {
 		Use:           "hyperfleet",
 		Short:         "Drive a HyperFleet API: clusters, node pools, version streams, upgrade schedules",
 		Long:          fmt.Sprintf(rootLong, a.describeKinds()),
-		Version:       version,
+		Version:       command.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With Args set, cobra hands an unknown subcommand to it rather than to its own suggestions, so that it

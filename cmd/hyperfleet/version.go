@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hyperfleet/hyperfleet/internal/command"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
@@ -16,7 +17,7 @@ func newVersionCommand(a *app) *cobra.Command {
 		Short: "Show the CLI's version and the API's",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout, "Client: hyperfleet %s (build %s)\n", version, build)
+			fmt.Fprintf(a.stdout, "Client: hyperfleet %s (build %s)\n", command.Version(), command.Build())
 			if clientOnly {
 				return nil
 			}

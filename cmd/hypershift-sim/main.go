@@ -27,12 +27,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
-// Set by the build (-ldflags -X).
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 type config struct {
 	kubeconfig    string
 	namespace     string
@@ -55,8 +49,8 @@ func newCommand(runFn func(context.Context, config, *slog.Logger) error) *cobra.
 	}
 	return command.Program{
 		Name: "hypershift-sim", Short: "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
-		Version: version, Build: build, Flags: cfg.addFlags,
-		Run: func(ctx context.Context, log *slog.Logger) error { return runFn(ctx, cfg, log) },
+		Flags: cfg.addFlags,
+		Run:   func(ctx context.Context, log *slog.Logger) error { return runFn(ctx, cfg, log) },
 	}.Command()
 }
 
@@ -84,7 +78,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	logger.Info("connecting", "server", restCfg.Host, "version", version)
+	logger.Info("connecting", "server", restCfg.Host, "version", command.Version())
 	sim := hypershiftsim.New(client, hypershiftsim.Options{
 		Namespace:     cfg.namespace,
 		Delay:         cfg.delay,

@@ -9,9 +9,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-
 	"github.com/spf13/cobra"
 
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver"
@@ -19,25 +16,11 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
-// version and build are set by the linker (-X) in `make build`.
-var (
-	version = "dev"
-	build   = "unknown"
-)
-
 func main() { command.Main(newCommand()) }
 
 func newCommand() *cobra.Command {
-	opts := versionresolver.DefaultOptions()
-	return adapter.Command(adapter.Program{
-		Name: versionresolver.Name, Short: "Resolve VersionStreams to OpenShift release images through Cincinnati",
-		OpsPort: "8091", Version: version, Build: build, Flags: opts.AddFlags,
-		Run: func(ctx context.Context, rt adapter.Config, log *slog.Logger) error {
-			a, err := versionresolver.New(rt, opts, log)
-			if err != nil {
-				return err
-			}
-			return a.Run(ctx)
-		},
+	return adapter.Command(adapter.Program[versionresolver.Options, *versionresolver.Adapter]{
+		Name: versionresolver.Name, OpsPort: "8091", Short: "Resolve VersionStreams to OpenShift release images through Cincinnati",
+		Options: versionresolver.DefaultOptions(), Flags: (*versionresolver.Options).AddFlags, New: versionresolver.New,
 	})
 }

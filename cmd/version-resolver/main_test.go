@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func TestCommandRefusesBadSettings(t *testing.T) {
@@ -58,7 +60,7 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
 	require.NoError(t, cmd.Execute())
-	require.Equal(t, "version-resolver version "+version+" ("+build+")\n", out.String())
+	require.Equal(t, "version-resolver version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
 
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.

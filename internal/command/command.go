@@ -23,14 +23,26 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// version and build are set by the linker for every binary of the project (make build, the Dockerfile):
+// -X github.com/hyperfleet/hyperfleet/internal/command.version=… and ….build=…. They are the only package variables
+// of the project's code, and nothing assigns them.
+var (
+	version = "dev"
+	build   = "unknown"
+)
+
+// Version is the version the binary was built as ("dev" unless the build stamped one).
+func Version() string { return version }
+
+// Build is the commit the binary was built from ("unknown" unless the build stamped one).
+func Build() string { return build }
+
 // EnvPrefix starts the name of the environment variable of every flag: --db-url is HYPERFLEET_DB_URL.
 const EnvPrefix = "HYPERFLEET_"
 
 // Program is one binary: its name, what it does, its own flags and what it runs.
 type Program struct {
 	Name, Short, Long string
-	// Version and Build are the linker's (-X main.version, main.build).
-	Version, Build string
 	// Flags adds the program's own flags (--log-level is added for it).
 	Flags func(fs *pflag.FlagSet)
 	// Check, when set, validates the flags before the logger is made; its error is the command's.
@@ -48,7 +60,7 @@ func (p Program) Command() *cobra.Command {
 		Use:           p.Name,
 		Short:         p.Short,
 		Long:          p.Long,
-		Version:       p.Version + " (" + p.Build + ")",
+		Version:       version + " (" + build + ")",
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

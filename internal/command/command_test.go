@@ -23,7 +23,7 @@ type program struct {
 
 func (p *program) command(env map[string]string) *command.Program {
 	return &command.Program{
-		Name: "thing", Short: "a thing", Version: "v1", Build: "abc",
+		Name: "thing", Short: "a thing",
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&p.listen, "listen", "127.0.0.1:1", "")
 			fs.IntVar(&p.count, "device-count", 1, "")
@@ -90,7 +90,7 @@ func TestVersion(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--version"})
 	require.NoError(t, cmd.Execute())
-	require.Equal(t, "thing version v1 (abc)\n", out.String())
+	require.Equal(t, "thing version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
 
 func TestEnvVar(t *testing.T) {
