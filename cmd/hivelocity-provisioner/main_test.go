@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func TestCommandRefusesBadSettings(t *testing.T) {
@@ -47,15 +44,6 @@ func TestCommandRefusesBadSettings(t *testing.T) {
 			require.Contains(t, err.Error(), tt.want)
 		})
 	}
-}
-
-func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
-	cmd := newCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--version"})
-	require.NoError(t, cmd.Execute())
-	require.Equal(t, "hivelocity-provisioner version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
 
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hyperfleet/hyperfleet/internal/command"
 )
 
 func TestCommandRefusesBadSettings(t *testing.T) {
@@ -52,15 +49,6 @@ func TestSourceFlagsDefaultToTheWatch(t *testing.T) {
 			require.Equal(t, tt.want, f.DefValue)
 		})
 	}
-}
-
-func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
-	cmd := newCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--version"})
-	require.NoError(t, cmd.Execute())
-	require.Equal(t, "version-resolver version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
 
 // The listener's address by environment is the runtime's (adapter.DefaultOpsBindAddress); the port is this binary's.
