@@ -94,6 +94,10 @@ K8S_ASSETS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/k8s/1.37.2
 k8s-assets: ## Build kube-apiserver and etcd for envtest into ~/.cache/hyperfleet/k8s (once; prints the directory)
 	@HYPERFLEET_K8S_ASSETS=$(K8S_ASSETS_DIR) cmd/hyperfleet-dev/k8sassets/build.sh
 
+# A package's tests may take longer than go test's default 10 minutes on a busy 2-core machine (the integration
+# package runs hundreds of API servers, the image test builds an image on a cold cache); a hang still ends.
+TEST_TIMEOUT ?= 30m
+
 # The Hivelocity claim race runs again and again: exactly-once must hold on every interleaving it meets.
 CLAIM_RACE_RUNS ?= 10
 
@@ -109,12 +113,12 @@ test-prereqs: ## Find (as root: install or start) what the tests need beyond Go:
 
 .PHONY: test
 test: test-prereqs k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver
-	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 ./...
-	$(GOTEST) -race -count=$(CLAIM_RACE_RUNS) -run '^TestHivelocityClaimsAreExactlyOnceAcrossReplicas$$' ./test/integration
+	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GOTEST) -race -count=$(CLAIM_RACE_RUNS) -timeout $(TEST_TIMEOUT) -run '^TestHivelocityClaimsAreExactlyOnceAcrossReplicas$$' ./test/integration
 
 .PHONY: test-integration
 test-integration: k8s-assets ## Run the integration tests only
-	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 ./test/...
+	KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 
 # The API of `make run` checks tokens, so bench mints a development admin token with the same issuer (admin, as
 # the status phases report as several adapters) unless HYPERFLEET_TOKEN holds one. Against another API:
