@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -14,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
@@ -123,8 +127,55 @@ func TestWatchResumesOnTheFeed(t *testing.T) {
 	require.Contains(t, r.err, "(retrying)", "the cut was a warning, not an end")
 }
 
+// The watch lists again when the API no longer keeps its position: cut off while retention removes the events
+// after it (the API keeps two), it resumes, is told 410 HYPERFLEET-WAT-001, lists, and shows every stream.
+func TestWatchListsAgainWhenItsPositionIsGone(t *testing.T) {
+	t.Parallel()
+	s := startAPIWith(t, false, func(cfg *server.Config) { cfg.EventsMax, cfg.EventsCompactEvery = 2, 20*time.Millisecond })
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	p := startCutter(t, target.Host)
+	watcher := newCLI(t, s)
+	watcher.env["HYPERFLEET_SERVER"] = "http://" + p.addr()
+	c := newCLI(t, s)
+
+	c.seedStream(t, "first")
+	w := watcher.start(t, "get", "vs", "--watch", "-o", "name")
+	require.Eventually(t, p.sawWatch, 10*time.Second, 10*time.Millisecond, "the watch starts after the list")
+	c.seedStream(t, "second")
+	w.eventually(t, "a created stream comes from the feed", func(out, _ string) bool { return strings.HasSuffix(out, "versionstream/second\n") })
+	lists := p.lists.Load()
+	var page api.ResourceList
+	require.NoError(t, json.Unmarshal([]byte(c.ok(t, "api", "GET", "/versionstreams")), &page))
+	position := page.ResourceVersion // the feed's head: at or after the watch's position
+
+	p.cut(true)
+	for _, name := range []string{"third", "fourth", "fifth", "sixth"} {
+		c.seedStream(t, name)
+	}
+	// Wait until retention has removed the events after the watch's position: a watch from there is 410.
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		resp, err := s.client.ClientInterface.(*api.Client).ListResources(ctx, api.Kinds().VersionStream, uuid.Nil,
+			&api.ListParams{Watch: ptr(true), ResourceVersion: &position})
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusGone
+	}, 10*time.Second, 20*time.Millisecond, "retention removes the events after %s", position)
+	p.cut(false)
+	w.eventually(t, "a list after the 410 shows every stream", func(out, _ string) bool {
+		return strings.HasSuffix(out, "versionstream/first\nversionstream/second\nversionstream/third\nversionstream/fourth\nversionstream/fifth\nversionstream/sixth\n")
+	})
+	require.True(t, p.sawResume(), "it resumed first")
+	require.Greater(t, p.lists.Load(), lists, "then listed again")
+	require.Equal(t, exitOK, w.stop(t).code)
+}
+
 // cutter is a TCP proxy to an address whose connections the test can cut, and that notes whether a watch went
-// through and whether one resumed (a Last-Event-ID header).
+// through, whether one resumed (a Last-Event-ID header) and how many lists did.
 type cutter struct {
 	ln               net.Listener
 	to               string
@@ -132,6 +183,7 @@ type cutter struct {
 	conns            []net.Conn
 	down             bool
 	watched, resumed atomic.Bool
+	lists            atomic.Int32
 }
 
 func startCutter(t *testing.T, to string) *cutter {
@@ -171,8 +223,11 @@ func (p *cutter) Write(b []byte) (int, error) {
 	if bytes.Contains(bytes.ToLower(b), []byte("last-event-id:")) {
 		p.resumed.Store(true)
 	}
-	if bytes.Contains(b, []byte("watch=true")) {
+	switch {
+	case bytes.Contains(b, []byte("watch=true")):
 		p.watched.Store(true)
+	case bytes.HasPrefix(b, []byte("GET /api/hyperfleet/v1/versionstreams")):
+		p.lists.Add(1)
 	}
 	return len(b), nil
 }
