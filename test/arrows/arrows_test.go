@@ -104,11 +104,11 @@ func list(t *testing.T) []pkg {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkg
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err)
 		}
+		require.NoError(t, err)
 		pkgs = append(pkgs, p)
 	}
 	require.NotEmpty(t, pkgs)
