@@ -95,18 +95,7 @@ func TestRedrawOnATerminal(t *testing.T) {
 // with Last-Event-ID, so that a change made meanwhile arrives; and it warns of each cut rather than ending.
 func TestWatchResumesOnTheFeed(t *testing.T) {
 	t.Parallel()
-	s := startAPI(t, false)
-	target, err := url.Parse(s.url)
-	require.NoError(t, err)
-	p := startCutter(t, target.Host)
-	watcher := newCLI(t, s)
-	watcher.env["HYPERFLEET_SERVER"] = "http://" + p.addr()
-	c := newCLI(t, s)
-
-	c.seedStream(t, "first")
-	w := watcher.start(t, "get", "vs", "--watch", "-o", "name")
-	w.eventually(t, "the list is shown", func(out, _ string) bool { return out == "versionstream/first\n" })
-	require.Eventually(t, p.sawWatch, 10*time.Second, 10*time.Millisecond, "the watch starts after the list")
+	_, p, c, w := watchThroughCutter(t, nil)
 	c.seedStream(t, "second")
 	w.eventually(t, "a created stream comes from the feed", func(out, _ string) bool {
 		return strings.HasSuffix(out, "\n\nversionstream/first\nversionstream/second\n")
@@ -131,17 +120,7 @@ func TestWatchResumesOnTheFeed(t *testing.T) {
 // after it (the API keeps two), it resumes, is told 410 HYPERFLEET-WAT-001, lists, and shows every stream.
 func TestWatchListsAgainWhenItsPositionIsGone(t *testing.T) {
 	t.Parallel()
-	s := startAPIWith(t, false, func(cfg *server.Config) { cfg.EventsMax, cfg.EventsCompactEvery = 2, 20*time.Millisecond })
-	target, err := url.Parse(s.url)
-	require.NoError(t, err)
-	p := startCutter(t, target.Host)
-	watcher := newCLI(t, s)
-	watcher.env["HYPERFLEET_SERVER"] = "http://" + p.addr()
-	c := newCLI(t, s)
-
-	c.seedStream(t, "first")
-	w := watcher.start(t, "get", "vs", "--watch", "-o", "name")
-	require.Eventually(t, p.sawWatch, 10*time.Second, 10*time.Millisecond, "the watch starts after the list")
+	s, p, c, w := watchThroughCutter(t, func(cfg *server.Config) { cfg.EventsMax, cfg.EventsCompactEvery = 2, 20*time.Millisecond })
 	c.seedStream(t, "second")
 	w.eventually(t, "a created stream comes from the feed", func(out, _ string) bool { return strings.HasSuffix(out, "versionstream/second\n") })
 	lists := p.lists.Load()
@@ -172,6 +151,24 @@ func TestWatchListsAgainWhenItsPositionIsGone(t *testing.T) {
 	require.True(t, p.sawResume(), "it resumed first")
 	require.Greater(t, p.lists.Load(), lists, "then listed again")
 	require.Equal(t, exitOK, w.stop(t).code)
+}
+
+// watchThroughCutter serves the API (tuned by tune), creates the stream "first", and starts `get vs --watch -o name`
+// through a cutter, returning once the watch follows the feed; c talks to the API directly.
+func watchThroughCutter(t *testing.T, tune func(*server.Config)) (s *testAPI, p *cutter, c *cli, w *background) {
+	t.Helper()
+	s = startAPIWith(t, false, tune)
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	p = startCutter(t, target.Host)
+	watcher := newCLI(t, s)
+	watcher.env["HYPERFLEET_SERVER"] = "http://" + p.addr()
+	c = newCLI(t, s)
+	c.seedStream(t, "first")
+	w = watcher.start(t, "get", "vs", "--watch", "-o", "name")
+	w.eventually(t, "the list is shown", func(out, _ string) bool { return out == "versionstream/first\n" })
+	require.Eventually(t, p.sawWatch, 10*time.Second, 10*time.Millisecond, "the watch starts after the list")
+	return s, p, c, w
 }
 
 // cutter is a TCP proxy to an address whose connections the test can cut, and that notes whether a watch went
