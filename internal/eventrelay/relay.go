@@ -35,7 +35,7 @@ const (
 	batch                = 500
 )
 
-// Feed is the change feed the relay follows (resource.Feed).
+// Feed is the change feed the relay follows (feed.Feed).
 type Feed interface {
 	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
 }

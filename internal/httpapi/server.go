@@ -60,7 +60,7 @@ type Config struct {
 	WatchHeartbeat time.Duration
 }
 
-// ChangeFeed is what the HTTP edge needs of the change feed (resource.Feed).
+// ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
 type ChangeFeed interface {
 	Head() int64
 	Check(ctx context.Context, after int64) error

@@ -31,6 +31,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/internal/embeddeddb"
 	"github.com/hyperfleet/hyperfleet/internal/eventrelay"
+	"github.com/hyperfleet/hyperfleet/internal/feed"
 	"github.com/hyperfleet/hyperfleet/internal/httpapi"
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
@@ -56,7 +57,7 @@ type Server struct {
 	// The change feed: the sequencer (one process at a time works), this process's listener and fan-out.
 	sequencer *postgres.Sequencer
 	notifier  *postgres.Notifier
-	feed      *resource.Feed
+	feed      *feed.Feed
 	relay     *eventrelay.Relay // nil without --events-nats-url
 }
 
@@ -97,7 +98,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	store := postgres.NewStore(s.db, set.All)
 	svc := resource.NewService(store, set.All)
 	s.notifier = postgres.NewNotifier(s.dsn, log)
-	s.feed = resource.NewFeed(store, s.notifier.C(), 4096)
+	s.feed = feed.New(store, s.notifier.C(), 4096)
 	if err := s.feed.Start(ctx); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ const module = "github.com/hyperfleet/hyperfleet/"
 // serverPackages are the server's own packages: an adapter, or anything another module may import (pkg/), that
 // imports one of them speaks to the database or the router instead of the API.
 var serverPackages = []string{"server", "httpapi", "postgres", "resource", "aggregate", "auth", "schema", "jsonb",
-	"kinds", "embeddeddb", "eventrelay"}
+	"kinds", "embeddeddb", "eventrelay", "feed"}
 
 type pkg struct {
 	ImportPath string
@@ -32,7 +32,7 @@ type pkg struct {
 
 func TestImportsPointOneWay(t *testing.T) {
 	server := regexp.MustCompile("^" + regexp.QuoteMeta(module) + "internal/(" + strings.Join(serverPackages, "|") + ")$")
-	domainForbids := regexp.MustCompile(`^(gorm\.io/|net/http$|github\.com/jackc/|` + regexp.QuoteMeta(module) + `internal/(postgres|httpapi|server|auth)$)`)
+	domainForbids := regexp.MustCompile(`^(gorm\.io/|net/http$|github\.com/jackc/|` + regexp.QuoteMeta(module) + `internal/(postgres|httpapi|server|auth|feed)$)`)
 	rules := []struct {
 		from      *regexp.Regexp
 		forbidden func(imp string) bool
