@@ -265,6 +265,8 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.ParentID = idsOf(r).parent
+	// A filter on a field the answer would hide is an oracle for it, on a list and on a watch alike.
+	opts.SearchPublic = !k.s.seesInternal(r)
 	if watch, err := watchRequested(r); err != nil || watch {
 		if err != nil {
 			k.fail(w, r, err)

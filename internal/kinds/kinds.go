@@ -106,6 +106,8 @@ func (a specSchema) StripInternal(spec map[string]any) bool { return a.s.StripIn
 
 func (a specSchema) InternalPaths() ([][]string, bool) { return a.s.InternalPaths() }
 
+func (a specSchema) IsInternal(path []string) bool { return a.s.IsInternal(path) }
+
 // withRules adds rules that OpenAPI 3.0 cannot state (property names, relations between fields) to a kind's schema.
 type withRules struct {
 	resource.SpecSchema

@@ -51,12 +51,16 @@ var (
 // Spec values compare by JSON type (a number literal matches JSON numbers, a string literal JSON strings), and
 // spec paths walk objects only, never into arrays.
 //
+// hidden, when not nil, names the spec paths the caller may not see (resource.SpecSchema.IsInternal): a field on
+// one of them is refused with the same error as an unknown field, so that the answer does not tell a hidden field
+// from a missing one.
+//
 // A bad expression returns a *resource.Error with Code resource.CodeBadSearch whose Message says what is wrong:
 // for a syntax error the 0-based character position, otherwise the field, operator or value at fault. The SQL
 // of an accepted expression does not raise an error in Postgres, whatever the rows hold.
 //
 // CompileSearch is safe for concurrent use.
-func CompileSearch(expr string, hasParent bool) (string, []any, error) {
+func CompileSearch(expr string, hasParent bool, hidden func(path []string) bool) (string, []any, error) {
 	if strings.TrimSpace(expr) == "" {
 		return "TRUE", nil, nil
 	}
@@ -70,7 +74,7 @@ func CompileSearch(expr string, hasParent bool) (string, []any, error) {
 	if countNodes(tree, maxSearchNodes+1) > maxSearchNodes {
 		return "", nil, badSearch("search expression has more than %d terms", maxSearchNodes)
 	}
-	c := &compiler{expr: expr, hasParent: hasParent}
+	c := &compiler{expr: expr, hasParent: hasParent, hidden: hidden}
 	sql, err := c.condition(tree)
 	if err != nil {
 		return "", nil, err
@@ -127,6 +131,7 @@ func countNodes(n *parser.Node, limit int) int {
 type compiler struct {
 	expr      string
 	hasParent bool
+	hidden    func(path []string) bool
 	args      []any
 	// tokens maps the position of each number and RFC 3339 token to its text, built on first need: the parser
 	// keeps only the parsed value (a number it cannot parse becomes 0), and a text field must compare the time
@@ -326,14 +331,22 @@ func (c *compiler) pathField(f field) (field, error) {
 			return f, badSearch("field %q at position %d: expected spec.<path>, at most %d segments of letters, "+
 				"digits, '_' and '-' (at most 63 each); write segments with '-' as spec.a[b-c]", f.name, f.pos, maxSpecDepth)
 		}
+		if c.hidden != nil && c.hidden(f.path) {
+			return f, c.unknown(f)
+		}
 		return f, nil
 	}
+	return f, c.unknown(f)
+}
+
+// unknown is the error for a field that is not a search field, or that the caller may not see.
+func (c *compiler) unknown(f field) error {
 	fields := "id, name, generation, created_time, updated_time, deleted_time, labels.<key>, spec.<path>, " +
 		"status.phase, status.conditions.<Type>"
 	if c.hasParent {
 		fields += ", owner_id"
 	}
-	return f, badSearch("unknown field %q at position %d; search fields are %s", f.name, f.pos, fields)
+	return badSearch("unknown field %q at position %d; search fields are %s", f.name, f.pos, fields)
 }
 
 // cutField returns what follows prefix in id, if id is prefix itself or continues it with '.' or '['.

@@ -142,7 +142,7 @@ func countMatches(tb testing.TB, db *gorm.DB, table, sql string, args []any) (in
 // compiled.
 func checkSearch(t *testing.T, db *gorm.DB, expr string, hasParent bool) (int64, bool) {
 	t.Helper()
-	sql, args, err := postgres.CompileSearch(expr, hasParent)
+	sql, args, err := postgres.CompileSearch(expr, hasParent, nil)
 	if err != nil {
 		var re *resource.Error
 		if !errors.As(err, &re) || re.Code != resource.CodeBadSearch || re.Message == "" {

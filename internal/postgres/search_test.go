@@ -134,7 +134,7 @@ func TestCompileSearch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
-			sql, args, err := CompileSearch(tt.expr, tt.hasParent)
+			sql, args, err := CompileSearch(tt.expr, tt.hasParent, nil)
 			require.NoError(t, err)
 			require.Equal(t, tt.sql, sql)
 			require.Equal(t, tt.args, args)
@@ -215,13 +215,49 @@ func TestCompileSearchErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sql, args, err := CompileSearch(tt.expr, tt.hasParent)
+			sql, args, err := CompileSearch(tt.expr, tt.hasParent, nil)
 			var re *resource.Error
 			require.ErrorAs(t, err, &re, "got SQL %s %v", sql, args)
 			require.Equal(t, resource.CodeBadSearch, re.Code)
 			for _, w := range tt.want {
 				require.Contains(t, re.Message, w)
 			}
+		})
+	}
+}
+
+// A hidden spec path is refused with the very message an unknown field gets, wherever it is in the expression
+// and however deep below the hidden field; the paths beside it compile.
+func TestCompileSearchHidden(t *testing.T) {
+	hidden := func(path []string) bool { return len(path) >= 2 && path[0] == "a" && path[1] == "secret" }
+	unknown := func(field string) string {
+		_, _, err := CompileSearch(field+" = 'x'", false, nil)
+		var re *resource.Error
+		require.ErrorAs(t, err, &re)
+		return re.Message
+	}
+	tests := []struct {
+		expr string
+		want string // the error, or "" to compile
+	}{
+		{"spec.a.secret = 'x'", strings.Replace(unknown("nosuch"), `"nosuch"`, `"spec.a.secret"`, 1)},
+		{"spec.a.secret.deeper like 'a%'", "unknown field \"spec.a.secret.deeper\" at position 0"},
+		{"spec.a[secret] = 'x'", "unknown field \"spec.a[secret]\""},
+		{"name = 'n' or not (spec.a.secret is null)", "unknown field \"spec.a.secret\" at position 19"},
+		{"spec.a.public = 'x'", ""},
+		{"spec.a = 'x'", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			_, _, err := CompileSearch(tt.expr, false, hidden)
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var re *resource.Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, resource.CodeBadSearch, re.Code)
+			require.Contains(t, re.Message, tt.want)
 		})
 	}
 }

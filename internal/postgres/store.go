@@ -267,7 +267,11 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 			q = pendingFor(q, d, opts.PendingFor, opts.ResyncAfter)
 		}
 		if strings.TrimSpace(opts.Search) != "" {
-			cond, args, err := CompileSearch(opts.Search, d.Parent != nil)
+			var hidden func([]string) bool
+			if opts.SearchPublic {
+				hidden = d.Spec.IsInternal
+			}
+			cond, args, err := CompileSearch(opts.Search, d.Parent != nil, hidden)
 			if err != nil {
 				return nil, err
 			}

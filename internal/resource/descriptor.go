@@ -22,6 +22,9 @@ type SpecSchema interface {
 	// InternalPaths returns the internal fields' paths when fixed paths reach them all (ok), so that a store can
 	// leave them out as it reads.
 	InternalPaths() (paths [][]string, ok bool)
+	// IsInternal reports whether the field at path (property names from the top), or one enclosing it, is
+	// internal: a caller who may not see internal fields may not search on it either.
+	IsInternal(path []string) bool
 }
 
 // Descriptor describes one kind of resource. The engine serves every kind from its descriptor, so adding a kind

@@ -71,6 +71,9 @@ type ListOptions struct {
 	// WithoutInternal asks for specs without their internal fields, for callers who may not see them; only for
 	// a kind whose Spec.InternalPaths are ok.
 	WithoutInternal bool
+	// SearchPublic says the caller may not see internal spec fields: a Search naming one (or a field inside one)
+	// is refused exactly as one naming an unknown field is, so that a filter cannot reveal what the answer hides.
+	SearchPublic bool
 }
 
 // ListResult is what a list says besides its items.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,6 +41,8 @@ func (f fakeSchema) HasInternal() bool { return len(f.internal) > 0 }
 func (f fakeSchema) StripInternal(map[string]any) bool { return false }
 
 func (f fakeSchema) InternalPaths() ([][]string, bool) { return nil, false }
+
+func (f fakeSchema) IsInternal(path []string) bool { return slices.Contains(f.internal, strings.Join(path, ".")) }
 
 func (f fakeSchema) InternalFields(spec map[string]any) []string {
 	var out []string

@@ -261,3 +261,22 @@ func propertySchema(schema *openapi3.Schema, name string, seen []*openapi3.Schem
 
 // isInternal reports whether a property's schema carries the internal marker, itself or beside its $ref.
 func isInternal(ref *openapi3.SchemaRef) bool { return hasExtension(ref, InternalExtension) }
+
+// IsInternal reports whether the property at path (property names from the top), or a property enclosing it, is
+// marked internal, following properties, allOf/anyOf/oneOf and additionalProperties as StripInternal does: what a
+// caller who may not see internal fields may not name either, in a search or anywhere else. A path the schema
+// does not describe is not internal.
+func (s *Spec) IsInternal(path []string) bool {
+	schema := s.schema
+	for _, name := range path {
+		child, internal := propertySchema(schema, name, nil)
+		if internal {
+			return true
+		}
+		if child == nil {
+			return false
+		}
+		schema = child
+	}
+	return false
+}
