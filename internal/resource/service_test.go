@@ -42,7 +42,9 @@ func (f fakeSchema) StripInternal(map[string]any) bool { return false }
 
 func (f fakeSchema) InternalPaths() ([][]string, bool) { return nil, false }
 
-func (f fakeSchema) IsInternal(path []string) bool { return slices.Contains(f.internal, strings.Join(path, ".")) }
+func (f fakeSchema) IsInternal(path []string) bool {
+	return slices.Contains(f.internal, strings.Join(path, "."))
+}
 
 func (f fakeSchema) InternalFields(spec map[string]any) []string {
 	var out []string
