@@ -4,8 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
@@ -102,13 +105,26 @@ func afterWhere(keys []orderKey, after string) (string, []any, error) {
 			}
 			vals[i] = t
 		case "generation":
-			var g int64
-			if _, err := fmt.Sscan(c.Values[i], &g); err != nil {
+			g, err := strconv.ParseInt(c.Values[i], 10, 64)
+			if err != nil {
 				return "", nil, bad("holds a generation that is not one")
 			}
 			vals[i] = g
-		default:
+		case "id":
+			// Checked here, so that a tampered cursor is the client's error, never a statement PostgreSQL refuses;
+			// re-spelled, since uuid.Parse takes forms (urn:uuid:…) that PostgreSQL does not.
+			id, err := uuid.Parse(c.Values[i])
+			if err != nil {
+				return "", nil, bad("holds an id that is not one")
+			}
+			vals[i] = id.String()
+		case "name":
+			if len(c.Values[i]) > 63 || strings.ContainsRune(c.Values[i], 0) {
+				return "", nil, bad("holds a name that is not one")
+			}
 			vals[i] = c.Values[i]
+		default: // not reached: orderColumns names the columns, and each has its case above
+			return "", nil, bad("orders by a column this API does not")
 		}
 	}
 	same := true

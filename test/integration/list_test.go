@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -217,6 +218,8 @@ func TestKeysetPagesSkipAndRepeatNothing(t *testing.T) {
 		{After: first.JSON200.Next, Order: ptr("generation")},
 		{After: ptr("not-a-cursor")},
 		{After: first.JSON200.Next, Order: ptr("name"), Page: ptr(2)},
+		// A cursor of the right shape whose id was tampered with is refused before it reaches PostgreSQL.
+		{After: ptr(base64.RawURLEncoding.EncodeToString([]byte(`{"o":"name, id","v":["a","not-a-uuid"]}`))), Order: ptr("name")},
 	} {
 		resp, err := s.ListClustersWithResponse(ctx, &bad)
 		require.NoError(t, err)
