@@ -13,6 +13,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Environments pick defaults (HYPERFLEET_ENV).
@@ -254,9 +255,16 @@ func ParseRequiredAdapters(specs []string) (map[string][]string, error) {
 				return nil, fmt.Errorf("--required-adapters %q: want <kind>=<adapter>[,<adapter>…]", part)
 			}
 			for _, a := range strings.Split(list, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					out[kind] = append(out[kind], a)
+				if a = strings.TrimSpace(a); a == "" {
+					continue
 				}
+				// An adapter can only report under a valid name: a required one that has none would keep every
+				// resource of the kind from ever being Ready.
+				if !conditions.ValidAdapterName(a) {
+					return nil, fmt.Errorf("--required-adapters %q: %q is not an adapter name (a DNS label of at most %d characters: lower-case letters, digits and '-')",
+						part, a, conditions.MaxAdapterName)
+				}
+				out[kind] = append(out[kind], a)
 			}
 		}
 	}

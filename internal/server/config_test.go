@@ -3,6 +3,7 @@ package server
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,14 @@ func TestParseRequiredAdapters(t *testing.T) {
 		{"empty parts ignored", []string{";cluster=a,,;"}, map[string][]string{"cluster": {"a"}}, false},
 		{"no equals", []string{"cluster"}, nil, true},
 		{"no kind", []string{"=a"}, nil, true},
+		// Only a valid adapter name can ever report; requiring another would keep the kind from being Ready.
+		{"upper case adapter", []string{"cluster=Applier"}, nil, true},
+		{"adapter with a dot", []string{"cluster=applier.v2"}, nil, true},
+		{"adapter with an underscore", []string{"cluster=hosted_applier"}, nil, true},
+		{"adapter ending in a dash", []string{"cluster=applier-"}, nil, true},
+		{"adapter name too long", []string{"cluster=" + strings.Repeat("a", 64)}, nil, true},
+		{"adapter name at its limit", []string{"cluster=" + strings.Repeat("a", 63)}, map[string][]string{"cluster": {strings.Repeat("a", 63)}}, false},
+		{"one bad name among good ones", []string{"cluster=applier,Bad"}, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
