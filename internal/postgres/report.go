@@ -68,8 +68,8 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 	if err != nil {
 		return fmt.Errorf("encode conditions: %w", err)
 	}
-	// The guard repeats the service's freshness rule where the row is: a report older than the stored one
-	// writes nothing.
+	// The guard repeats the service's freshness rule where the row is: a report of an older generation writes
+	// nothing; at the same generation the later write wins (the rows are locked, so later is the server's order).
 	sql := `WITH up AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions,
 			data, metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -78,8 +78,7 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
 			resource_generation = EXCLUDED.resource_generation, resource_deleting = EXCLUDED.resource_deleting,
 			finalized_generation = EXCLUDED.finalized_generation
-		WHERE adapter_statuses.observed_generation < EXCLUDED.observed_generation
-			OR (adapter_statuses.observed_generation = EXCLUDED.observed_generation AND adapter_statuses.observed_time <= EXCLUDED.observed_time)
+		WHERE adapter_statuses.observed_generation <= EXCLUDED.observed_generation
 		RETURNING 1)`
 	args := []any{st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conds, []byte(st.Data),
 		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)}

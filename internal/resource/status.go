@@ -150,16 +150,14 @@ func statusOutcome(created bool, err error) string {
 	return "invalid"
 }
 
-// checkFresh refuses a report that would replace a newer one: an older generation, or the same generation
-// observed earlier. Equal generation and time is a retry and is accepted.
+// checkFresh refuses a report of an older generation than the stored one. At the same generation the report
+// the server receives last wins, whatever its observed_time says: reports on one resource are taken one at a time
+// under its row lock, so that order is the server's, while observed_time is the clock of whichever adapter replica
+// sent it, and a replica whose clock runs behind would otherwise have its newer observation refused as stale.
 func checkFresh(rep *conditions.Report, stored *AdapterStatus) error {
-	switch {
-	case rep.ObservedGeneration < stored.ObservedGeneration:
+	if rep.ObservedGeneration < stored.ObservedGeneration {
 		return Errorf(CodeStatusStale, "a report of generation %d from %s is already stored; this one observed generation %d",
 			stored.ObservedGeneration, rep.Adapter, rep.ObservedGeneration)
-	case rep.ObservedGeneration == stored.ObservedGeneration && rep.ObservedTime.Before(stored.ObservedTime):
-		return Errorf(CodeStatusStale, "a report of generation %d from %s observed at %s is already stored; this one was observed earlier, at %s",
-			stored.ObservedGeneration, rep.Adapter, stored.ObservedTime.Format(time.RFC3339Nano), rep.ObservedTime.Format(time.RFC3339Nano))
 	}
 	return nil
 }

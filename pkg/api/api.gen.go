@@ -1858,8 +1858,9 @@ type ClientInterface interface {
 	// PostNodePoolStatusWithBody Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type.
@@ -1870,8 +1871,9 @@ type ClientInterface interface {
 	// PostNodePoolStatus Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type.
@@ -1901,8 +1903,9 @@ type ClientInterface interface {
 	// PostClusterStatusWithBody Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type.
@@ -1913,8 +1916,9 @@ type ClientInterface interface {
 	// PostClusterStatus Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2010,8 +2014,9 @@ type ClientInterface interface {
 	// PostUpgradeScheduleStatusWithBody Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type.
@@ -2022,8 +2027,9 @@ type ClientInterface interface {
 	// PostUpgradeScheduleStatus Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2114,8 +2120,9 @@ type ClientInterface interface {
 	// PostVersionStreamStatusWithBody Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type.
@@ -2126,8 +2133,9 @@ type ClientInterface interface {
 	// PostVersionStreamStatus Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2479,8 +2487,9 @@ func (c *Client) ListNodePoolStatuses(ctx context.Context, clusterId ClusterId, 
 // PostNodePoolStatusWithBody Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type.
@@ -2501,8 +2510,9 @@ func (c *Client) PostNodePoolStatusWithBody(ctx context.Context, clusterId Clust
 // PostNodePoolStatus Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type.
@@ -2572,8 +2582,9 @@ func (c *Client) ListClusterStatuses(ctx context.Context, clusterId ClusterId, r
 // PostClusterStatusWithBody Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type.
@@ -2594,8 +2605,9 @@ func (c *Client) PostClusterStatusWithBody(ctx context.Context, clusterId Cluste
 // PostClusterStatus Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type.
@@ -2831,8 +2843,9 @@ func (c *Client) ListUpgradeScheduleStatuses(ctx context.Context, upgradeschedul
 // PostUpgradeScheduleStatusWithBody Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type.
@@ -2853,8 +2866,9 @@ func (c *Client) PostUpgradeScheduleStatusWithBody(ctx context.Context, upgrades
 // PostUpgradeScheduleStatus Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type.
@@ -3075,8 +3089,9 @@ func (c *Client) ListVersionStreamStatuses(ctx context.Context, versionstreamId 
 // PostVersionStreamStatusWithBody Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type.
@@ -3097,8 +3112,9 @@ func (c *Client) PostVersionStreamStatusWithBody(ctx context.Context, versionstr
 // PostVersionStreamStatus Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type.
@@ -5810,8 +5826,9 @@ type ClientWithResponsesInterface interface {
 	// PostNodePoolStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5822,8 +5839,9 @@ type ClientWithResponsesInterface interface {
 	// PostNodePoolStatusWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5855,8 +5873,9 @@ type ClientWithResponsesInterface interface {
 	// PostClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5867,8 +5886,9 @@ type ClientWithResponsesInterface interface {
 	// PostClusterStatusWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5976,8 +5996,9 @@ type ClientWithResponsesInterface interface {
 	// PostUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5988,8 +6009,9 @@ type ClientWithResponsesInterface interface {
 	// PostUpgradeScheduleStatusWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -6090,8 +6112,9 @@ type ClientWithResponsesInterface interface {
 	// PostVersionStreamStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -6102,8 +6125,9 @@ type ClientWithResponsesInterface interface {
 	// PostVersionStreamStatusWithResponse Report an adapter's status (upsert by adapter)
 	//
 	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-	// `phase` in the same transaction. A report older than the stored one is refused with 409
-	// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
 	// `Finalized=True` about, at its current generation, is removed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -9035,8 +9059,9 @@ func (c *ClientWithResponses) ListNodePoolStatusesWithResponse(ctx context.Conte
 // PostNodePoolStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9053,8 +9078,9 @@ func (c *ClientWithResponses) PostNodePoolStatusWithBodyWithResponse(ctx context
 // PostNodePoolStatusWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -9110,8 +9136,9 @@ func (c *ClientWithResponses) ListClusterStatusesWithResponse(ctx context.Contex
 // PostClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9128,8 +9155,9 @@ func (c *ClientWithResponses) PostClusterStatusWithBodyWithResponse(ctx context.
 // PostClusterStatusWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -9321,8 +9349,9 @@ func (c *ClientWithResponses) ListUpgradeScheduleStatusesWithResponse(ctx contex
 // PostUpgradeScheduleStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9339,8 +9368,9 @@ func (c *ClientWithResponses) PostUpgradeScheduleStatusWithBodyWithResponse(ctx 
 // PostUpgradeScheduleStatusWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -9519,8 +9549,9 @@ func (c *ClientWithResponses) ListVersionStreamStatusesWithResponse(ctx context.
 // PostVersionStreamStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9537,8 +9568,9 @@ func (c *ClientWithResponses) PostVersionStreamStatusWithBodyWithResponse(ctx co
 // PostVersionStreamStatusWithResponse Report an adapter's status (upsert by adapter)
 //
 // Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
-// `phase` in the same transaction. A report older than the stored one is refused with 409
-// `HYPERFLEET-STS-001` and nothing is stored. A deleting resource that every required adapter has reported
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
 // `Finalized=True` about, at its current generation, is removed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
