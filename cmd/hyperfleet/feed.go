@@ -171,9 +171,9 @@ func (r *readRecorder) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// apply changes l as e says and reports whether the listing changed: a removed resource leaves it, any other
-// event brings the resource as the API now shows it (an event without one, which the list's filters no longer
-// show, is dropped).
+// apply changes l as e says and reports whether the listing changed: a removed resource leaves it, and so does one
+// that left the list's filter (`left`); any other event brings the resource as the API now shows it (an event
+// without one, whose resource is gone since, is dropped).
 func (f *feed) apply(ctx context.Context, l *listing, e *api.WatchEvent) (bool, error) {
 	at := -1
 	for i, o := range l.objects {
@@ -181,7 +181,7 @@ func (f *feed) apply(ctx context.Context, l *listing, e *api.WatchEvent) (bool, 
 			at = i
 		}
 	}
-	if e.Type == api.WatchEventTypeRemoved || e.Object == nil {
+	if e.Type == api.WatchEventTypeRemoved || e.Type == api.WatchEventTypeLeft || e.Object == nil {
 		if at < 0 {
 			return false, nil
 		}

@@ -103,6 +103,14 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		k.fail(w, r, err)
 		return
 	}
+	// A filtered watch tells its watcher when a resource stops matching, so it must know what matches.
+	var view *matching
+	if opts.Search != "" || opts.PendingFor != "" {
+		if view, err = k.seedMatching(r.Context(), opts, feed.Head); err != nil {
+			k.fail(w, r, err)
+			return
+		}
+	}
 
 	heartbeat := k.s.cfg.WatchHeartbeat
 	if heartbeat <= 0 {
@@ -154,7 +162,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 			return
 		}
 		after = events[len(events)-1].Seq
-		batch, err := k.watchEvents(r.Context(), events, opts, fields, public)
+		batch, err := k.watchEvents(r.Context(), events, opts, fields, public, view)
 		if err != nil {
 			if r.Context().Err() == nil {
 				k.s.log.WarnContext(r.Context(), "watch stream ended: reading the resources failed", "error", err, "request_id", requestID(r.Context()))
@@ -181,11 +189,13 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 }
 
 // watchEvents turns a batch of the feed into what this stream shows: its kind's events (under its parent), each
-// with its resource as the list would show it now. An event whose resource the list's filters (search,
-// pending_for) do not show is dropped; one whose resource is gone since (removed, or its event follows in the
-// feed) is kept without it, since nothing is left to filter on and dropping it would lose the change.
+// with its resource as the list would show it now. With a filter (view not nil), an event whose resource the
+// list's filters (search, pending_for) do not show is dropped, unless the resource was in the watcher's view: it
+// is then sent as `left`, with the resource as it now is. An event whose resource is gone since (removed, or its
+// event follows in the feed) is kept without it, since nothing is left to filter on and dropping it would lose the
+// change.
 func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, opts resource.ListOptions,
-	fields map[string]bool, public bool) ([]api.WatchEvent, error) {
+	fields map[string]bool, public bool, view *matching) ([]api.WatchEvent, error) {
 	var mine []resource.Event
 	var ids []string
 	for _, e := range events {
@@ -201,58 +211,88 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 	if len(ids) > 0 {
 		q := opts
 		q.IDs, q.Page, q.Size, q.IncludeDeleted = ids, 1, len(ids), true
-		fast := k.fastItems(&q, fields, public)
-		_, err := k.s.svc.List(ctx, k.d, q, func(res *resource.Resource) error {
-			if fast {
-				raw, err := k.appendResource(nil, res)
-				objects[res.ID] = json.RawMessage(raw)
-				return err
-			}
-			item, err := k.present(res, public)
-			if err != nil {
-				return err
-			}
-			var doc any = item
-			if fields != nil {
-				if doc, err = project(item, fields); err != nil {
-					return err
-				}
-			}
-			objects[res.ID], err = json.Marshal(doc)
-			return err
-		})
-		if err != nil {
+		if err := k.readObjects(ctx, q, fields, public, func(id string) bool { return true }, objects); err != nil {
 			return nil, err
 		}
 	}
-	// Without filters, a resource not found is gone; with them, it may only be filtered out.
+	// Without filters, a resource not found is gone; with them, it may only be filtered out, or have left.
 	exists := map[string]bool{}
-	if filtered := opts.Search != "" || opts.PendingFor != ""; filtered && len(objects) < len(ids) {
+	left := map[string]json.RawMessage{}
+	if view != nil && len(objects) < len(ids) {
 		var unmatched []string
-		for _, id := range ids {
-			if _, ok := objects[id]; !ok {
-				unmatched = append(unmatched, id)
+		leaving, born := map[string]bool{}, map[string]bool{}
+		for _, e := range mine {
+			born[e.ID] = born[e.ID] || e.Type == resource.EventCreated
+			if _, ok := objects[e.ID]; ok || e.Type == resource.EventRemoved {
+				continue
 			}
+			if _, seen := leaving[e.ID]; !seen {
+				unmatched = append(unmatched, e.ID)
+			}
+			leaving[e.ID] = leaving[e.ID] || view.leaves(&e, born[e.ID])
 		}
 		q := resource.ListOptions{ParentID: opts.ParentID, IDs: unmatched, Page: 1, Size: len(unmatched), IncludeDeleted: true}
-		if _, err := k.s.svc.List(ctx, k.d, q, func(res *resource.Resource) error { exists[res.ID] = true; return nil }); err != nil {
+		if err := k.readObjects(ctx, q, fields, public, func(id string) bool { exists[id] = true; return leaving[id] }, left); err != nil {
 			return nil, err
 		}
 	}
 	out := make([]api.WatchEvent, 0, len(mine))
 	for _, e := range mine {
 		obj, found := objects[e.ID]
-		if !found && exists[e.ID] {
-			continue
+		typ := api.WatchEventType(e.Type)
+		switch {
+		case view == nil:
+		case found:
+			view.saw(&e, true)
+		case e.Type == resource.EventRemoved:
+			view.saw(&e, false)
+		case exists[e.ID]:
+			view.saw(&e, false)
+			if _, leaves := left[e.ID]; !leaves {
+				continue // not in the view, and still not: nothing to tell
+			}
+			// Sent once: the resource is out of the view now, and later events of this batch about it are not.
+			obj, typ = left[e.ID], api.WatchEventTypeLeft
+			delete(left, e.ID)
 		}
 		w, err := WatchEvent(e)
 		if err != nil {
 			return nil, err
 		}
-		w.Object = obj
+		w.Type, w.Object = typ, obj
 		out = append(out, w)
 	}
 	return out, nil
+}
+
+// readObjects reads the resources q selects and puts those want asks for into objects, encoded as the list would
+// show them to this caller.
+func (k *kindHandler) readObjects(ctx context.Context, q resource.ListOptions, fields map[string]bool, public bool,
+	want func(id string) bool, objects map[string]json.RawMessage) error {
+	fast := k.fastItems(&q, fields, public)
+	_, err := k.s.svc.List(ctx, k.d, q, func(res *resource.Resource) error {
+		if !want(res.ID) {
+			return nil
+		}
+		if fast {
+			raw, err := k.appendResource(nil, res)
+			objects[res.ID] = json.RawMessage(raw)
+			return err
+		}
+		item, err := k.present(res, public)
+		if err != nil {
+			return err
+		}
+		var doc any = item
+		if fields != nil {
+			if doc, err = project(item, fields); err != nil {
+				return err
+			}
+		}
+		objects[res.ID], err = json.Marshal(doc)
+		return err
+	})
+	return err
 }
 
 // expired turns the feed's ErrExpired into the 410 problem.

@@ -403,6 +403,10 @@ func nullableID(id string) any {
 // listColumns is columns(d), with the spec's internal fields removed as PostgreSQL reads the rows when opts asks
 // (#- on each path: cheaper there than decoding and encoding every spec here).
 func listColumns(d *resource.Descriptor, opts resource.ListOptions) (string, error) {
+	if opts.KeysOnly {
+		// The wide JSON columns are what a row costs to read and send; constants keep the row's shape.
+		return keysOnly.Replace(columns(d)), nil
+	}
 	if !opts.WithoutInternal {
 		return columns(d), nil
 	}
@@ -421,6 +425,10 @@ func listColumns(d *resource.Descriptor, opts resource.ListOptions) (string, err
 	}
 	return strings.Replace(columns(d), " spec,", " "+spec+" AS spec,", 1), nil
 }
+
+// keysOnly turns columns(d) into the columns of a KeysOnly list.
+var keysOnly = strings.NewReplacer(" labels,", " '{}'::jsonb AS labels,", " spec,", " '{}'::jsonb AS spec,",
+	" conditions,", " '[]'::jsonb AS conditions,")
 
 // plainName is a property name that is safe in a text[] literal as it is.
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)

@@ -74,6 +74,9 @@ type ListOptions struct {
 	// SearchPublic says the caller may not see internal spec fields: a Search naming one (or a field inside one)
 	// is refused exactly as one naming an unknown field is, so that a filter cannot reveal what the answer hides.
 	SearchPublic bool
+	// KeysOnly says each needs only a resource's id and ordering keys (a watch learning which resources match its
+	// filter): the store may leave labels, spec and conditions empty rather than read them.
+	KeysOnly bool
 }
 
 // ListResult is what a list says besides its items.

@@ -47,7 +47,8 @@ func (e *feedEvent) key(kind *Kind) Key {
 func (r *Runner) received(source string, kind *Kind, e *api.WatchEvent) {
 	typ := string(e.Type)
 	switch e.Type {
-	case api.WatchEventTypeCreated, api.WatchEventTypeUpdated, api.WatchEventTypeStatus, api.WatchEventTypeDeleting, api.WatchEventTypeRemoved:
+	case api.WatchEventTypeCreated, api.WatchEventTypeUpdated, api.WatchEventTypeStatus, api.WatchEventTypeDeleting, api.WatchEventTypeRemoved,
+		api.WatchEventTypeLeft:
 	default:
 		typ = "other" // the label's values stay a closed set whatever the server sends
 	}

@@ -106,6 +106,9 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 		r.forget(key)
 		return nil
 	}
+	if e.Type == api.WatchEventTypeLeft {
+		return nil // the watch's pending_for says the adapter has nothing left to do on it
+	}
 	if ShardOf(key.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
 		return nil
 	}

@@ -355,6 +355,7 @@ func (e VersionStreamSpecChannelGroup) Valid() bool {
 const (
 	WatchEventTypeCreated  WatchEventType = "created"
 	WatchEventTypeDeleting WatchEventType = "deleting"
+	WatchEventTypeLeft     WatchEventType = "left"
 	WatchEventTypeRemoved  WatchEventType = "removed"
 	WatchEventTypeStatus   WatchEventType = "status"
 	WatchEventTypeUpdated  WatchEventType = "updated"
@@ -366,6 +367,8 @@ func (e WatchEventType) Valid() bool {
 	case WatchEventTypeCreated:
 		return true
 	case WatchEventTypeDeleting:
+		return true
+	case WatchEventTypeLeft:
 		return true
 	case WatchEventTypeRemoved:
 		return true
@@ -1174,7 +1177,11 @@ type VersionStreamSpecChannelGroup string
 
 // WatchEvent One change, as a watch sends it in an event's `data:`. Events come in sequence order, which is the order of
 // the changes of each resource. `object` is the resource as a GET would show it to the caller when the event
-// is delivered (so it may already be newer than the change); a `removed` event has none.
+// is delivered (so it may already be newer than the change); a `removed` event has none. A watch with a filter
+// (`search`, `pending_for`) sends a `left` event when a change makes a resource it showed stop matching, as
+// Kubernetes sends DELETED for an object that stops matching a selector: drop the resource from the filtered
+// view. Its `object` is the resource as it now is (no longer matching), or absent if it is gone. Right after a
+// watch starts from an earlier position, a `left` may come for a resource the watcher never had: ignore it.
 type WatchEvent struct {
 	Generation int64              `json:"generation"`
 	Id         openapi_types.UUID `json:"id"`
@@ -1182,7 +1189,7 @@ type WatchEvent struct {
 	// Kind Example: Cluster
 	Kind string `json:"kind"`
 
-	// Object The resource (its kind's schema, as the list's items), absent for `removed`.
+	// Object The resource (its kind's schema, as the list's items), absent for `removed` (and for a `left` of a resource gone since).
 	Object          json.RawMessage     `json:"object,omitempty"`
 	ParentId        *openapi_types.UUID `json:"parent_id,omitempty"`
 	ResourceVersion string              `json:"resource_version"`
@@ -1194,12 +1201,14 @@ type WatchEvent struct {
 	Time time.Time `json:"time"`
 
 	// Type `created`; `updated` (spec or labels); `status` (an adapter's report changed the aggregate); `deleting`
-	// (marked for deletion); `removed` (gone for good).
+	// (marked for deletion); `removed` (gone for good); `left` (a filtered watch only: the change made the
+	// resource stop matching the filter).
 	Type WatchEventType `json:"type"`
 }
 
 // WatchEventType `created`; `updated` (spec or labels); `status` (an adapter's report changed the aggregate); `deleting`
-// (marked for deletion); `removed` (gone for good).
+// (marked for deletion); `removed` (gone for good); `left` (a filtered watch only: the change made the
+// resource stop matching the filter).
 type WatchEventType string
 
 // After defines model for after.

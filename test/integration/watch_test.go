@@ -230,8 +230,11 @@ func TestWatchFilters(t *testing.T) {
 
 	require.Equal(t, "created", pending.next().Event)
 	require.Equal(t, "created", pending.next().Event)
-	// The applier's report settles the cluster: its status event does not concern a watcher of its pending work.
+	// The applier's report settles the cluster: it leaves the applier's pending work, and the watcher is told so.
 	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusCreated)
+	e = pending.next()
+	require.Equal(t, "left", e.Event)
+	require.Equal(t, c.Id, e.Data.Id)
 	pending.quiet(300 * time.Millisecond)
 
 	for _, bad := range []string{"/clusters?search=" + urlQuery("nonsense ==="), "/clusters?resource_version=x"} {
