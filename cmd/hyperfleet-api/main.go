@@ -221,7 +221,7 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.EventsNATSURL, "events-nats-url", "", "also relay the change feed to NATS JetStream at this URL, e.g. nats://127.0.0.1:4222 (one API process at a time relays)")
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")
 	fs.StringVar(&o.cfg.EventsNATSSubjectPrefix, "events-nats-subject-prefix", "hyperfleet", "subjects are <prefix>.<kind>.<type>, e.g. hyperfleet.cluster.status")
-	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream stays silent (a comment line keeps proxies from closing it)")
+	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream shows nothing before a bookmark event says how far it has read the feed (and keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
 	return cmd

@@ -84,6 +84,13 @@ func (f *feed) watch(ctx context.Context, l *listing, emit func(*listing) error)
 				}
 				return fmt.Errorf("the watch ended with an error event: %s", ev.Data)
 			}
+			if ev.Event == api.BookmarkEvent {
+				// Nothing to show, but the stream has read this far: resume from here.
+				if ev.ID != "" {
+					lastID = ev.ID
+				}
+				return nil
+			}
 			var e api.WatchEvent
 			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
 				return fmt.Errorf("a watch event that is not a WatchEvent: %w", err)

@@ -56,7 +56,8 @@ type Config struct {
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
 	// (lists then report position 0).
 	Feed ChangeFeed
-	// WatchHeartbeat is how long a watch stream may stay silent before a heartbeat comment (default 15 s).
+	// WatchHeartbeat is how long a watch stream may show nothing before a bookmark event, its heartbeat, says how
+	// far it has read the feed (default 15 s).
 	WatchHeartbeat time.Duration
 }
 

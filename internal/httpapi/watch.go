@@ -20,6 +20,9 @@ import (
 // defaultHeartbeat is how long a watch stream stays silent before a comment line tells proxies it is alive.
 const defaultHeartbeat = 15 * time.Second
 
+// feedPosition is a position in the change feed as a watch spells it (an event's id:, Last-Event-ID).
+func feedPosition(seq int64) string { return strconv.FormatInt(seq, 10) }
+
 // watchBatch bounds the events a stream handles at once: the resources of one batch are read in one query.
 const watchBatch = 500
 
@@ -136,8 +139,17 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		}
 		return rc.Flush() == nil
 	}
-	if !send(": watching after " + strconv.FormatInt(after, 10) + "\n\n") {
+	if !send(": watching after " + feedPosition(after) + "\n\n") {
 		return
+	}
+	// A bookmark says how far the stream has read the feed, so that a watcher whose filter matched nothing for a
+	// while resumes from there rather than from its last event, which retention may have dropped meanwhile. It
+	// doubles as the heartbeat that keeps proxies from closing a silent stream.
+	lastWrite := time.Now()
+	bookmark := func() bool {
+		pos := feedPosition(after)
+		lastWrite = time.Now()
+		return send("id: " + pos + "\nevent: " + api.BookmarkEvent + "\ndata: {\"position\":\"" + pos + "\"}\n\n")
 	}
 	for {
 		waitCtx, cancel := context.WithTimeout(r.Context(), heartbeat)
@@ -147,7 +159,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		case r.Context().Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if !send(": heartbeat\n\n") {
+			if !bookmark() {
 				return
 			}
 			continue
@@ -177,13 +189,22 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 				k.s.log.ErrorContext(r.Context(), "encode a watch event", "error", err)
 				return
 			}
-			text.WriteString("id: " + strconv.FormatInt(e.Seq, 10) + "\nevent: " + string(e.Type) + "\ndata: ")
+			text.WriteString("id: " + feedPosition(e.Seq) + "\nevent: " + string(e.Type) + "\ndata: ")
 			text.Write(data)
 			text.WriteString("\n\n")
 			k.s.metrics.delivered("sse", e.Time)
 		}
-		if text.Len() > 0 && !send(text.String()) {
-			return
+		switch {
+		case text.Len() > 0:
+			if !send(text.String()) {
+				return
+			}
+			lastWrite = time.Now()
+		case time.Since(lastWrite) >= heartbeat:
+			// Busy with changes this watch does not show: still say how far it has read.
+			if !bookmark() {
+				return
+			}
 		}
 	}
 }

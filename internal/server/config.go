@@ -96,7 +96,7 @@ type Config struct {
 	EventsMax       int64
 	// EventsCompactEvery is how often retention runs (default 30 s).
 	EventsCompactEvery time.Duration
-	// WatchHeartbeat is how long a watch stays silent before a heartbeat comment (default 15 s).
+	// WatchHeartbeat is how long a watch shows nothing before a bookmark event (default 15 s).
 	WatchHeartbeat time.Duration
 	// EventsNATSURL, when set, relays the change feed to NATS JetStream: stream EventsNATSStream (default
 	// HYPERFLEET), subjects <EventsNATSSubjectPrefix>.<kind>.<type> (default prefix hyperfleet).

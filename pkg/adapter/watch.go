@@ -153,6 +153,13 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 		if ev.Event == "error" {
 			return watchError(kind, ev.Data)
 		}
+		if ev.Event == api.BookmarkEvent {
+			// Nothing for this watch, but the stream has read this far: resuming from here skips nothing.
+			if ev.ID != "" {
+				advance(ev.ID)
+			}
+			return nil
+		}
 		// The resource stays raw JSON (WatchEvent's Object): only a dependents feed reads it, once.
 		e := &api.WatchEvent{}
 		if err := json.Unmarshal([]byte(ev.Data), e); err != nil {

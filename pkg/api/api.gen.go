@@ -1338,7 +1338,10 @@ type ListClustersParams struct {
 	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
 	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
 	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
+	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
+	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
+	// WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
 	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
@@ -1402,7 +1405,10 @@ type ListClusterNodePoolsParams struct {
 	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
 	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
 	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
+	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
+	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
+	// WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
 	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
@@ -1466,7 +1472,10 @@ type ListNodePoolsParams struct {
 	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
 	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
 	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
+	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
+	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
+	// WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
 	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
@@ -1522,7 +1531,10 @@ type ListUpgradeSchedulesParams struct {
 	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
 	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
 	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
+	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
+	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
+	// WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
 	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
@@ -1586,7 +1598,10 @@ type ListVersionStreamsParams struct {
 	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
 	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
 	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. A comment line (`: heartbeat`) comes every 15 s while nothing happens. Paging parameters are ignored.
+	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
+	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
+	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
+	// WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
 	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.

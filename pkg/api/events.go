@@ -16,6 +16,11 @@ type StreamEvent struct {
 	Data  string
 }
 
+// BookmarkEvent is the type of the event a watch sends when it has shown nothing for a while (its heartbeat): its
+// id: is how far the stream has read the change feed, so resuming from it skips nothing the watch would show, and
+// its data is {"position": <the same>}, not a WatchEvent.
+const BookmarkEvent = "bookmark"
+
 // MaxEventLine bounds one line of a stream; an event's data is one line of JSON, the resource at most 128 KiB of spec
 // plus its status.
 const MaxEventLine = 4 << 20
