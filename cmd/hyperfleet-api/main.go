@@ -224,6 +224,15 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream shows nothing before a bookmark event says how far it has read the feed (and keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
+	// Bounds on watches and expensive reads (HTTP edge, part C of issue 20).
+	fs.IntVar(&o.cfg.WatchesPerIdentity, "watches-per-identity", 20,
+		"watch streams one identity may have open on this process, 0 for no bound (one more is 429 with Retry-After)")
+	fs.IntVar(&o.cfg.WatchesTotal, "watches-max", 2000,
+		"watch streams this process serves at once, 0 for no bound (one more is 429 with Retry-After)")
+	fs.DurationVar(&o.cfg.WatchMaxLifetime, "watch-max-lifetime", 30*time.Minute,
+		"longest a watch stream lasts (less up to a tenth at random) before it ends cleanly and its client resumes, authenticating again; 0 for no limit")
+	fs.IntVar(&o.cfg.ListsPerIdentity, "lists-per-identity", 8,
+		"lists and searches one identity may have running at once on this process, 0 for no bound (one more is 429 with Retry-After)")
 	return cmd
 }
 

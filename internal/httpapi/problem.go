@@ -43,6 +43,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeTooLarge:             http.StatusRequestEntityTooLarge,
 	resource.CodeRateLimited:          http.StatusTooManyRequests,
 	resource.CodeRequestTimeout:       http.StatusRequestTimeout,
+	resource.CodeTooManyConcurrent:    http.StatusTooManyRequests,
 	resource.CodeClientClosed:         StatusClientClosedRequest,
 	resource.CodeUnavailable:          http.StatusServiceUnavailable,
 	resource.CodeInternal:             http.StatusInternalServerError,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -59,6 +60,16 @@ type Config struct {
 	// WatchHeartbeat is how long a watch stream may show nothing before a bookmark event, its heartbeat, says how
 	// far it has read the feed (default 15 s).
 	WatchHeartbeat time.Duration
+	// WatchesPerIdentity and WatchesTotal bound the watch streams open at once, per identity and in this process
+	// (0: no bound); one more is 429 HYPERFLEET-LMT-004 with Retry-After.
+	WatchesPerIdentity int
+	WatchesTotal       int
+	// WatchMaxLifetime ends a watch stream cleanly after at most this long (less up to a tenth, at random), so
+	// that its client resumes and authenticates again (0: no limit).
+	WatchMaxLifetime time.Duration
+	// ListsPerIdentity bounds the lists (searches included) one identity may have running at once (0: no bound);
+	// one more is 429 HYPERFLEET-LMT-004 with Retry-After.
+	ListsPerIdentity int
 }
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
@@ -76,14 +87,25 @@ type Handler struct {
 	metrics *httpMetrics
 	limiter *identityLimiter
 	router  *mux.Router
+	// watches and lists count the open watch streams and running lists.
+	watches, lists *concurrency
+	// stopping is closed by StopStreams: every watch stream ends.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// StopStreams ends every watch stream cleanly (a bookmark, then the end of the stream, from which its client
+// resumes), as the server shuts down: http.Server.Shutdown waits for open requests, and a stream never ends by
+// itself. Register it with http.Server.RegisterOnShutdown. Streams opened later end at once.
+func (s *Handler) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // NewHandler builds the router for kinds. It returns an error if a descriptor is malformed.
 func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog.Logger, reg prometheus.Registerer) (*Handler, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	s := &Handler{cfg: cfg, svc: svc, log: log}
+	s := &Handler{cfg: cfg, svc: svc, log: log, stopping: make(chan struct{}),
+		watches: newConcurrency(cfg.WatchesPerIdentity, cfg.WatchesTotal), lists: newConcurrency(cfg.ListsPerIdentity, 0)}
 	m, err := newHTTPMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -23,8 +23,11 @@ const defaultHeartbeat = 15 * time.Second
 // feedPosition is a position in the change feed as a watch spells it (an event's id:, Last-Event-ID).
 func feedPosition(seq int64) string { return strconv.FormatInt(seq, 10) }
 
-// watchBatch bounds the events a stream handles at once: the resources of one batch are read in one query.
+// watchBatch bounds the events a stream takes from the feed at once.
 const watchBatch = 500
+
+// watchChunk bounds the events whose resources a stream reads in one query, and so holds at once.
+const watchChunk = 64
 
 // WatchEvent is an event as the API sends it (the WatchEvent schema), without its resource: the watch adds that,
 // the NATS relay sends it as it is.
@@ -83,13 +86,21 @@ func (s *Handler) watchPosition(r *http.Request) (int64, error) {
 }
 
 // watch streams the changes of the kind's resources that the list with opts would show, as Server-Sent Events,
-// until the client goes away.
+// until the client goes away, the stream's lifetime ends (Config.WatchMaxLifetime, jittered) or the server shuts
+// down: the last two end it cleanly after a bookmark, and the client resumes with Last-Event-ID, which also
+// authenticates it again.
 func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resource.ListOptions, fields map[string]bool) {
 	feed := k.s.cfg.Feed
 	if feed == nil {
 		k.fail(w, r, &resource.Error{Code: resource.CodeUnavailable, Message: "this server has no change feed to watch"})
 		return
 	}
+	release, ok, perIdentity := k.s.watches.acquire(resource.CallerFrom(r.Context()).Name)
+	if !ok {
+		k.s.tooMany(w, r, "watches", perIdentity, watchRetryAfter)
+		return
+	}
+	defer release()
 	after, err := k.s.watchPosition(r)
 	if err != nil {
 		k.fail(w, r, err)
@@ -119,6 +130,21 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	if heartbeat <= 0 {
 		heartbeat = defaultHeartbeat
 	}
+	// ctx ends with the request, or when the server stops streams (shutdown), or at the stream's lifetime.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-k.s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var end time.Time // zero: no end
+	if life := lifetime(k.s.cfg.WatchMaxLifetime); life > 0 {
+		end = time.Now().Add(life)
+	}
+
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -128,12 +154,14 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	k.s.metrics.watchStreams.Inc()
 	defer k.s.metrics.watchStreams.Dec()
 	public := !k.s.seesInternal(r)
+	// Each write gets its own deadline, since a stream outlives the server's write timeout. Events go to the
+	// connection as they are encoded (net/http buffers it) and out with a flush per chunk: a stream holds no
+	// buffer of its own.
+	deadline := func() bool { return rc.SetWriteDeadline(time.Now().Add(heartbeat+30*time.Second)) == nil }
 	send := func(text string) bool {
-		// A stream outlives the server's write timeout: each write gets its own deadline instead.
-		if err := rc.SetWriteDeadline(time.Now().Add(heartbeat + 30*time.Second)); err != nil {
+		if !deadline() {
 			return false
 		}
-		// Each batch is written whole (net/http buffers the connection): a stream holds no buffer of its own.
 		if _, err := io.WriteString(w, text); err != nil {
 			return false
 		}
@@ -144,20 +172,34 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	}
 	// A bookmark says how far the stream has read the feed, so that a watcher whose filter matched nothing for a
 	// while resumes from there rather than from its last event, which retention may have dropped meanwhile. It
-	// doubles as the heartbeat that keeps proxies from closing a silent stream.
+	// doubles as the heartbeat that keeps proxies from closing a silent stream, and it is the last word of a
+	// stream that ends cleanly.
 	lastWrite := time.Now()
 	bookmark := func() bool {
 		pos := feedPosition(after)
 		lastWrite = time.Now()
 		return send("id: " + pos + "\nevent: " + api.BookmarkEvent + "\ndata: {\"position\":\"" + pos + "\"}\n\n")
 	}
+	enc := json.NewEncoder(w)
 	for {
-		waitCtx, cancel := context.WithTimeout(r.Context(), heartbeat)
+		wait := heartbeat
+		if !end.IsZero() {
+			if wait = min(wait, time.Until(end)); wait <= 0 {
+				bookmark() // the stream's lifetime is over: end cleanly, the client resumes
+				return
+			}
+		}
+		waitCtx, cancelWait := context.WithTimeout(ctx, wait)
 		events, err := feed.Next(waitCtx, after, watchBatch)
-		cancel()
+		cancelWait()
 		switch {
 		case r.Context().Err() != nil:
 			return
+		case ctx.Err() != nil: // the server is shutting down: end cleanly, the client resumes elsewhere
+			bookmark()
+			return
+		case errors.Is(err, context.DeadlineExceeded) && !end.IsZero() && !time.Now().Before(end):
+			continue // the lifetime, not the heartbeat: the top of the loop ends the stream
 		case errors.Is(err, context.DeadlineExceeded):
 			if !bookmark() {
 				return
@@ -173,32 +215,47 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 			k.s.log.WarnContext(r.Context(), "watch stream ended: the change feed failed", "error", err, "request_id", requestID(r.Context()))
 			return
 		}
-		after = events[len(events)-1].Seq
-		batch, err := k.watchEvents(r.Context(), events, opts, fields, public, view)
-		if err != nil {
-			if r.Context().Err() == nil {
-				k.s.log.WarnContext(r.Context(), "watch stream ended: reading the resources failed", "error", err, "request_id", requestID(r.Context()))
-			}
-			return
-		}
-		var text strings.Builder
-		for i := range batch {
-			e := &batch[i]
-			data, err := json.Marshal(e)
+		// The resources of a chunk of events are read and written before the next chunk's are read, so that a
+		// stream holds at most a chunk of them.
+		sent := false
+		for start := 0; start < len(events); start += watchChunk {
+			chunk := events[start:min(start+watchChunk, len(events))]
+			batch, err := k.watchEvents(ctx, chunk, opts, fields, public, view)
 			if err != nil {
-				k.s.log.ErrorContext(r.Context(), "encode a watch event", "error", err)
+				if ctx.Err() == nil {
+					k.s.log.WarnContext(r.Context(), "watch stream ended: reading the resources failed", "error", err, "request_id", requestID(r.Context()))
+				}
 				return
 			}
-			text.WriteString("id: " + feedPosition(e.Seq) + "\nevent: " + string(e.Type) + "\ndata: ")
-			text.Write(data)
-			text.WriteString("\n\n")
-			k.s.metrics.delivered("sse", e.Time)
+			after = chunk[len(chunk)-1].Seq
+			if len(batch) == 0 {
+				continue
+			}
+			if !deadline() {
+				return
+			}
+			for i := range batch {
+				e := &batch[i]
+				if _, err := io.WriteString(w, "id: "+feedPosition(e.Seq)+"\nevent: "+string(e.Type)+"\ndata: "); err != nil {
+					return
+				}
+				// Encode ends the value with a newline; one more ends the event.
+				if err := enc.Encode(e); err != nil {
+					k.s.log.DebugContext(r.Context(), "watch stream ended: writing an event failed", "error", err, "request_id", requestID(r.Context()))
+					return
+				}
+				if _, err := io.WriteString(w, "\n"); err != nil {
+					return
+				}
+				k.s.metrics.delivered("sse", e.Time)
+			}
+			if rc.Flush() != nil {
+				return
+			}
+			sent = true
 		}
 		switch {
-		case text.Len() > 0:
-			if !send(text.String()) {
-				return
-			}
+		case sent:
 			lastWrite = time.Now()
 		case time.Since(lastWrite) >= heartbeat:
 			// Busy with changes this watch does not show: still say how far it has read.

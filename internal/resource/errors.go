@@ -35,6 +35,7 @@ const (
 	CodeTooLarge             Code = "HYPERFLEET-LMT-001"
 	CodeRateLimited          Code = "HYPERFLEET-LMT-002"
 	CodeRequestTimeout       Code = "HYPERFLEET-LMT-003" // the body did not arrive within the server's read timeout
+	CodeTooManyConcurrent    Code = "HYPERFLEET-LMT-004" // too many open watches, or lists and searches at once; retry later
 	CodeClientClosed         Code = "HYPERFLEET-CLI-001" // the client went away before the answer; nobody reads it
 	CodeUnavailable          Code = "HYPERFLEET-INT-002" // a dependency (the database) is down; retry later
 	CodeInternal             Code = "HYPERFLEET-INT-001"

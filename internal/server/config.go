@@ -107,6 +107,13 @@ type Config struct {
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration
 
+	// Bounds on watches and expensive reads (see httpapi.Config; 0 is no bound, the flags set the defaults):
+	// watch streams open per identity and in this process, a watch stream's lifetime, lists running per identity.
+	WatchesPerIdentity int
+	WatchesTotal       int
+	WatchMaxLifetime   time.Duration
+	ListsPerIdentity   int
+
 	// Kinds are the kinds served (nil: api.Kinds()), and OpenAPI the document their schemas come from and the API
 	// publishes (nil: the embedded openapi.yaml). A build that serves kinds of its own, such as the throwaway-kind
 	// test, sets both and migrates their tables (postgres.KindTableMigration).

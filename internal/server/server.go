@@ -150,14 +150,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
+		WatchesPerIdentity: cfg.WatchesPerIdentity, WatchesTotal: cfg.WatchesTotal, WatchMaxLifetime: cfg.WatchMaxLifetime,
+		ListsPerIdentity: cfg.ListsPerIdentity,
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	var apiHandler http.Handler
-	if apiHandler, err = httpapi.NewHandler(httpCfg, svc, set.All, log, reg); err != nil {
+	edge, err := httpapi.NewHandler(httpCfg, svc, set.All, log, reg)
+	if err != nil {
 		return nil, err
 	}
+	var apiHandler http.Handler = edge
 	if cfg.EnableTracing {
 		if s.tracing, err = startTracing(ctx, cfg); err != nil {
 			return nil, err
@@ -197,11 +200,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 			ln = tls.NewListener(ln, cert.config())
 		}
 		s.lns = append(s.lns, ln)
-		s.servers = append(s.servers, &http.Server{
+		srv := &http.Server{
 			Handler: l.h, ReadTimeout: cfg.HTTPReadTimeout, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: cfg.HTTPWriteTimeout,
 			IdleTimeout: cfg.HTTPIdleTimeout, MaxHeaderBytes: 64 << 10,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		})
+		}
+		if l.name == "api" {
+			// Shutdown waits for open requests, and a watch stream never ends by itself: end them, cleanly.
+			srv.RegisterOnShutdown(edge.StopStreams)
+		}
+		s.servers = append(s.servers, srv)
 	}
 	return s, nil
 }

@@ -158,6 +158,7 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 			if ev.ID != "" {
 				advance(ev.ID)
 			}
+			delivered = true // the stream works: a clean end after it (the stream's lifetime) resumes at once
 			return nil
 		}
 		// The resource stays raw JSON (WatchEvent's Object): only a dependents feed reads it, once.
