@@ -267,6 +267,10 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	opts.ParentID = idsOf(r).parent
 	// A filter on a field the answer would hide is an oracle for it, on a list and on a watch alike.
 	opts.SearchPublic = !k.s.seesInternal(r)
+	if err := k.mayAskPending(r, opts.PendingFor); err != nil {
+		k.fail(w, r, err)
+		return
+	}
 	if watch, err := watchRequested(r); err != nil || watch {
 		if err != nil {
 			k.fail(w, r, err)
@@ -275,6 +279,14 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		k.watch(w, r, opts, fields)
 		return
 	}
+	// Lists can be expensive (a search with like '%x%', a deep page): one identity runs a few at a time, so that
+	// it cannot take every database connection.
+	release, ok, _ := k.s.lists.acquire(resource.CallerFrom(r.Context()).Name)
+	if !ok {
+		k.s.tooMany(w, r, "lists", true, listRetryAfter)
+		return
+	}
+	defer release()
 	// The position is taken before the page is read: every change up to it is in the page, and watching from
 	// it misses none after.
 	position := k.s.feedHead()
@@ -323,6 +335,21 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		k.s.log.ErrorContext(r.Context(), "list failed after it began", "error", err, "request_id", requestID(r.Context()))
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// mayAskPending refuses pending_for for an adapter the kind does not require unless the caller is that adapter or
+// an admin: for such an adapter the filter is an anti-join over the kind's table, which others have no need to run.
+func (k *kindHandler) mayAskPending(r *http.Request, adapter string) error {
+	if adapter == "" || !k.s.cfg.Authorize || slices.Contains(k.d.RequiredAdapters, adapter) {
+		return nil
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	if id.HasRole(auth.RoleAdmin) || (id.HasRole(auth.RoleAdapter) && id.Adapter == adapter) {
+		return nil
+	}
+	return &resource.Error{Code: resource.CodeForbidden,
+		Message: fmt.Sprintf("pending_for=%s: %s does not require that adapter; only the adapter itself or an admin may ask what it has pending", adapter, k.d.Kind),
+		Fields:  []resource.FieldError{{Field: "pending_for", Message: "not a required adapter of " + k.d.Kind}}}
 }
 
 // sparseJSON is the media type of a list whose items carry only the members `fields` asked for.

@@ -15,19 +15,26 @@ import (
 // not, so that the API's other metrics (and the alert that the database is slow) still get through.
 const phaseCountTimeout = time.Second
 
-// PhaseCollector exports how many resources of each kind are in each phase. A scrape counts them afresh (one
-// statement over every kind, bounded by phaseCountTimeout); when that fails it exports the last counts it got, and
+// DefaultPhaseCountEvery is how often the phase counts are taken again when NewPhaseCollector is given no interval.
+const DefaultPhaseCountEvery = 30 * time.Second
+
+// PhaseCollector exports how many resources of each kind are in each phase. The counts are a statement over every
+// kind, which /metrics (unauthenticated) must not run on every scrape: a scrape counts afresh only when the last
+// count is older than the collector's interval (bounded by phaseCountTimeout, one scrape at a time), and
+// otherwise exports the last counts. When a count fails it exports the last counts it got;
 // hyperfleet_resources_counted_timestamp_seconds says how old they are.
 type PhaseCollector struct {
 	store   *Store
 	query   string
+	every   time.Duration
 	desc    *prometheus.Desc
 	counted *prometheus.Desc
 	errors  prometheus.Counter
 
-	mu   sync.Mutex
-	last []phaseCount
-	at   time.Time
+	mu    sync.Mutex // held while counting, so that concurrent scrapes count once
+	last  []phaseCount
+	at    time.Time // of the last successful count
+	tried time.Time // of the last attempt
 }
 
 type phaseCount struct {
@@ -38,8 +45,12 @@ type phaseCount struct {
 
 var _ prometheus.Collector = (*PhaseCollector)(nil)
 
-// NewPhaseCollector returns a collector over the given kinds.
-func NewPhaseCollector(store *Store, kinds []*resource.Descriptor) *PhaseCollector {
+// NewPhaseCollector returns a collector over the given kinds that counts at most once per every
+// (DefaultPhaseCountEvery when 0).
+func NewPhaseCollector(store *Store, kinds []*resource.Descriptor, every time.Duration) *PhaseCollector {
+	if every <= 0 {
+		every = DefaultPhaseCountEvery
+	}
 	parts := make([]string, len(kinds))
 	for i, d := range kinds {
 		// Kind names come from the descriptors built in main, not from requests.
@@ -48,6 +59,7 @@ func NewPhaseCollector(store *Store, kinds []*resource.Descriptor) *PhaseCollect
 	return &PhaseCollector{
 		store: store,
 		query: strings.Join(parts, " UNION ALL "),
+		every: every,
 		desc: prometheus.NewDesc("hyperfleet_resources",
 			"Resources by kind and phase (deleting ones included, as phase Deleting).", []string{"kind", "phase"}, nil),
 		counted: prometheus.NewDesc("hyperfleet_resources_counted_timestamp_seconds",
@@ -66,16 +78,19 @@ func (c *PhaseCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *PhaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), phaseCountTimeout)
-	defer cancel()
-	var rows []phaseCount
-	err := rawScan(c.store.db.WithContext(ctx).Raw(c.query), &rows)
-
 	c.mu.Lock()
-	if err == nil {
-		c.last, c.at = rows, time.Now()
-	} else {
-		c.errors.Inc()
+	// A failed count is not retried before the interval either: a stuck database gets one count per interval.
+	if c.tried.IsZero() || time.Since(c.tried) >= c.every {
+		c.tried = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), phaseCountTimeout)
+		var rows []phaseCount
+		err := rawScan(c.store.db.WithContext(ctx).Raw(c.query), &rows)
+		cancel()
+		if err == nil {
+			c.last, c.at = rows, time.Now()
+		} else {
+			c.errors.Inc()
+		}
 	}
 	last, at := c.last, c.at
 	c.mu.Unlock()

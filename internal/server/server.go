@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"), postgres.NewPhaseCollector(store, set.All))
+		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"), postgres.NewPhaseCollector(store, set.All, cfg.PhaseCountEvery))
 	domainMetrics, err := httpapi.NewDomainMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := startServerOn(t, harness.NewDatabase(t), server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier"}},
-				DB: server.DBConfig{StatementTimeout: tt.statement, LockTimeout: tt.lock}})
+				DB: server.DBConfig{StatementTimeout: tt.statement, LockTimeout: tt.lock}, PhaseCountEvery: time.Nanosecond})
 			ctx := ctxFor(t)
 			createCluster(t, s, "counted", nil)
 			scrapeWithin := func() string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/server"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -69,8 +70,13 @@ func TestHealthEndpoints(t *testing.T) {
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	s := startServer(t)
 	c := createCluster(t, s, "measured", nil)
-	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC().Add(-time.Second), available("False")), http.StatusCreated)
-	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC().Add(-time.Minute), available("True")), http.StatusConflict)
+	patched, err := s.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctxFor(t), c.Id, nil,
+		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), patched.JSON200.Generation)
+	postClusterStatus(t, s, c, report("applier", 2, time.Now().UTC().Add(-time.Second), available("False")), http.StatusCreated)
+	// Stale: an older generation than the stored report's.
+	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusConflict)
 
 	resp, err := http.Get(s.metrics + "/metrics")
 	require.NoError(t, err)
