@@ -51,7 +51,8 @@ func (c *concurrency) acquire(identity string) (release func(), ok bool, perIden
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.all--
-			if c.open[identity]--; c.open[identity] <= 0 {
+			c.open[identity]--
+			if c.open[identity] <= 0 {
 				delete(c.open, identity) // the table holds only identities with something open
 			}
 		})
@@ -68,11 +69,11 @@ func (s *Handler) tooMany(w http.ResponseWriter, r *http.Request, what string, p
 	writeError(w, r, s.log, resource.Errorf(resource.CodeTooManyConcurrent, "%s too many %s open; retry in %d s", who, what, int(after.Seconds())))
 }
 
-// lifetime returns how long one watch stream may last: max less up to a tenth at random, so that the streams
+// lifetime returns how long one watch stream may last: longest less up to a tenth at random, so that the streams
 // opened together (after a deploy, a failover) do not all end, and come back, together. Zero is no limit.
-func lifetime(max time.Duration) time.Duration {
-	if max <= 0 {
+func lifetime(longest time.Duration) time.Duration {
+	if longest <= 0 {
 		return 0
 	}
-	return max - time.Duration(rand.Int64N(int64(max/10)+1)) //nolint:gosec // jitter, not a secret
+	return longest - time.Duration(rand.Int64N(int64(longest/10)+1)) //nolint:gosec // jitter, not a secret
 }
