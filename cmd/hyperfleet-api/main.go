@@ -225,7 +225,7 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
 	// Bounds on watches and expensive reads (HTTP edge, part C of issue 20).
-	fs.IntVar(&o.cfg.WatchesPerIdentity, "watches-per-identity", 20,
+	fs.IntVar(&o.cfg.WatchesPerIdentity, "watches-per-identity", 50,
 		"watch streams one identity may have open on this process, 0 for no bound (one more is 429 with Retry-After)")
 	fs.IntVar(&o.cfg.WatchesTotal, "watches-max", 2000,
 		"watch streams this process serves at once, 0 for no bound (one more is 429 with Retry-After)")
