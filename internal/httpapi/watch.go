@@ -17,7 +17,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
-// defaultHeartbeat is how long a watch stream stays silent before a comment line tells proxies it is alive.
+// defaultHeartbeat is how long a watch stream shows nothing before a bookmark says how far it has read (and tells
+// proxies it is alive).
 const defaultHeartbeat = 15 * time.Second
 
 // feedPosition is a position in the change feed as a watch spells it (an event's id:, Last-Event-ID).
@@ -130,7 +131,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	if heartbeat <= 0 {
 		heartbeat = defaultHeartbeat
 	}
-	// ctx ends with the request, or when the server stops streams (shutdown), or at the stream's lifetime.
+	// ctx ends with the request, or when the server stops streams (shutdown); end is when the stream's lifetime is.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
