@@ -76,7 +76,11 @@ func (f *feed) watch(ctx context.Context, l *listing, emit func(*listing) error)
 		} else if l.envelope.ResourceVersion != "" {
 			p.ResourceVersion = &l.envelope.ResourceVersion
 		}
+		// bookmarked says the stream's last event was a bookmark: an end right after one is the API ending the
+		// stream cleanly (its lifetime, a shutdown), to be resumed at once and without a word.
+		bookmarked := false
 		err := f.stream(ctx, p, func(ev api.StreamEvent) error {
+			bookmarked = ev.Event == api.BookmarkEvent
 			if ev.Event == "error" {
 				var problem api.Problem
 				if json.Unmarshal([]byte(ev.Data), &problem) == nil && problem.Code == watchExpired {
@@ -111,6 +115,8 @@ func (f *feed) watch(ctx context.Context, l *listing, emit func(*listing) error)
 			return ctx.Err()
 		case errors.Is(err, errRelist):
 			return err
+		case err == nil && bookmarked:
+			continue
 		case err == nil || transient(err) || errors.As(err, new(*streamCut)):
 			// The API closed the stream (a restart, a drain), the connection broke, or the API could not be
 			// reached: resume where it stopped.

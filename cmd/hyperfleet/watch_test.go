@@ -268,3 +268,18 @@ func TestPollerRetriesWhatMayPass(t *testing.T) {
 	require.Equal(t, []int{3}, got)
 	require.Len(t, warned, 2)
 }
+
+// A watch stream the API ends cleanly at its lifetime (a bookmark, then the end) is resumed at once and without a
+// warning: only a stream that broke is worth one.
+func TestWatchResumesQuietlyAtTheStreamsLifetime(t *testing.T) {
+	t.Parallel()
+	_, p, c, w := watchThroughCutter(t, func(cfg *server.Config) { cfg.WatchMaxLifetime = 200 * time.Millisecond })
+	require.Eventually(t, p.sawResume, 10*time.Second, 10*time.Millisecond, "the stream ended and the watch resumed")
+	c.seedStream(t, "second")
+	w.eventually(t, "a stream created after the resume arrives", func(out, _ string) bool {
+		return strings.HasSuffix(out, "versionstream/first\nversionstream/second\n")
+	})
+	r := w.stop(t)
+	require.Equal(t, exitOK, r.code)
+	require.NotContains(t, r.err, "retrying", "a clean end is no warning")
+}
