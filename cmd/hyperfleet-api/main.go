@@ -58,6 +58,7 @@ type options struct {
 	rateLimit        optionalFloat
 	gcPercent        int
 	memoryLimitMiB   int64
+	checkConfig      bool
 }
 
 // optionalFloat is a float flag that knows whether it was given (on the command line or as HYPERFLEET_<FLAG>), so
@@ -137,7 +138,14 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		rateLimit = 100
 	}
 	o.cfg.RateLimit = o.rateLimit.or(rateLimit)
-	api, health, metrics := server.DefaultBindAddresses(o.cfg.Env)
+	// --enable-jwt implies authorization: authenticated callers without roles would all be admins. Only an
+	// explicit --enable-authz=false (or HYPERFLEET_ENABLE_AUTHZ=false) keeps it off.
+	if f := cmd.Flags().Lookup("enable-authz"); f != nil && o.cfg.EnableJWT && !f.Changed {
+		if _, set := os.LookupEnv(command.EnvVar("enable-authz")); !set {
+			o.cfg.EnableAuthz = true
+		}
+	}
+	api, health, metrics := server.DefaultBindAddresses(o.cfg.Env, o.cfg.InsecureNoAuth)
 	o.cfg.APIBindAddress = cmp.Or(o.cfg.APIBindAddress, api)
 	o.cfg.HealthBindAddress = cmp.Or(o.cfg.HealthBindAddress, health)
 	o.cfg.MetricsBindAddress = cmp.Or(o.cfg.MetricsBindAddress, metrics)
@@ -170,6 +178,13 @@ func newServeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.checkConfig {
+				if err := o.cfg.ValidateServe(); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "configuration ok")
+				return err
+			}
 			tuneGC(log, o.gcPercent, o.memoryLimitMiB)
 			srv, err := server.New(cmd.Context(), o.cfg, log)
 			if err != nil {
@@ -188,8 +203,11 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.DurationVar(&o.cfg.HTTPWriteTimeout, "http-write-timeout", 30*time.Second, "maximum time to write a response")
 	fs.DurationVar(&o.cfg.HTTPIdleTimeout, "http-idle-timeout", 2*time.Minute, "keep-alive idle timeout")
 	fs.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
-	fs.BoolVar(&o.cfg.EnableJWT, "enable-jwt", false, "require bearer JWTs (RS256/ES256)")
-	fs.BoolVar(&o.cfg.EnableAuthz, "enable-authz", false, "enforce roles viewer, user, adapter, admin (needs --enable-jwt)")
+	fs.BoolVar(&o.cfg.EnableJWT, "enable-jwt", false, "require bearer JWTs (RS256/ES256); required with HYPERFLEET_ENV=production unless --insecure-no-auth")
+	fs.BoolVar(&o.cfg.EnableAuthz, "enable-authz", false, "enforce roles viewer, user, platform, adapter, admin (needs --enable-jwt; on with it unless given as false)")
+	fs.BoolVar(&o.cfg.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication where production would refuse it: every caller is an admin, "+
+		"and every listener must be (and by default is) on loopback")
+	fs.BoolVar(&o.checkConfig, "check-config", false, "check the flags and environment as serve would, print \"configuration ok\" and exit, without opening the database or listening")
 	fs.StringVar(&o.cfg.JWT.JWKSURL, "jwk-cert-url", "", "JWKS URL of the token issuer, refreshed for key rotation")
 	fs.StringVar(&o.cfg.JWT.JWKSFile, "jwk-cert-file", "", "JWKS or PEM public key file of the token issuer")
 	fs.StringVar(&o.cfg.JWT.Issuer, "jwt-issuer", "", "required iss claim")

@@ -195,3 +195,67 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	require.NoError(t, cmd.ExecuteContext(context.Background()))
 	require.Equal(t, "hyperfleet-api version "+command.Version()+" ("+command.Build()+")\n", out.String())
 }
+
+// TestEnableJWTImpliesAuthorization: authenticated callers without role checks would all be admins, so
+// --enable-jwt turns authorization on unless --enable-authz=false (or its variable) says otherwise.
+func TestEnableJWTImpliesAuthorization(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantAuthz bool
+	}{
+		{name: "jwt alone", args: []string{"--enable-jwt"}, wantAuthz: true},
+		{name: "jwt from the environment", env: map[string]string{"HYPERFLEET_ENABLE_JWT": "true"}, wantAuthz: true},
+		{name: "explicitly off", args: []string{"--enable-jwt", "--enable-authz=false"}},
+		{name: "explicitly off in the environment", env: map[string]string{"HYPERFLEET_ENABLE_AUTHZ": "false"}, args: []string{"--enable-jwt"}},
+		{name: "neither", args: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			o := &options{}
+			cmd := newServeCommand(o)
+			require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, tt.args...)))
+			_, err := o.finish(cmd)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantAuthz, o.cfg.EnableAuthz)
+		})
+	}
+}
+
+// TestServeCheckConfigAppliesTheProductionRule runs serve --check-config as the image would run serve: production
+// without authentication is refused, and --insecure-no-auth serves on loopback only.
+func TestServeCheckConfigAppliesTheProductionRule(t *testing.T) {
+	jwt := []string{"--enable-jwt", "--jwk-cert-url", "https://sso.example.com/certs", "--jwt-issuer", "https://sso.example.com", "--jwt-audience", "hyperfleet"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "the image's defaults", wantErr: "production needs authentication and authorization"},
+		{name: "jwt with authz explicitly off", args: append([]string{"--enable-authz=false"}, jwt...), wantErr: "production needs authentication and authorization"},
+		{name: "jwt implies authz", args: jwt},
+		{name: "insecure-no-auth keeps its listeners on loopback", args: []string{"--insecure-no-auth"}},
+		{name: "insecure-no-auth refuses every interface", args: []string{"--insecure-no-auth", "--api-server-bindaddress", "0.0.0.0:8000"}, wantErr: "not a loopback address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", "production")
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetArgs(append([]string{"serve", "--check-config", "--db-url", "postgres://db.example.com/x"}, tt.args...))
+			err := cmd.ExecuteContext(context.Background())
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, "configuration ok\n", out.String())
+		})
+	}
+}

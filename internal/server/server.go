@@ -65,7 +65,7 @@ type Server struct {
 // this binary's, builds the API and binds the listeners. It returns ErrSchemaOutdated (wrapped) when the
 // database needs `hyperfleet-api migrate`. Call Run to serve; Run releases everything New acquired.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateServe(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes < 1024 {
@@ -210,6 +210,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 // off; else a JWT verifier whose identities an ACL file, if given, assigns roles.
 func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*http.Request) (auth.Identity, error), error) {
 	if !cfg.EnableJWT {
+		if cfg.InsecureNoAuth {
+			log.Warn("INSECURE: --insecure-no-auth: authentication is OFF and every caller is an admin; the listeners are on loopback only",
+				"env", cfg.Env, "api", cfg.APIBindAddress)
+			return nil, nil
+		}
 		log.Warn("authentication is OFF: every caller is an admin (development only; enable with --enable-jwt)")
 		return nil, nil
 	}
