@@ -13,6 +13,7 @@ users:
   bob: [viewer]
   carol: [viewer, user, viewer]
   root@example.com: [user]
+  pat: [platform]
 adapters:
   svc-applier: hostedcluster-applier
   svc-dns: dns
@@ -22,7 +23,7 @@ admins: [root@example.com]
 func TestLoadACLAndApply(t *testing.T) {
 	formats := map[string]string{
 		"acl.yaml": goodACL,
-		"acl.json": `{"users": {"alice@example.com": ["user"], "bob": ["viewer"], "carol": ["viewer", "user"], "root@example.com": ["user"]},
+		"acl.json": `{"users": {"alice@example.com": ["user"], "bob": ["viewer"], "carol": ["viewer", "user"], "root@example.com": ["user"], "pat": ["platform"]},
 		              "adapters": {"svc-applier": "hostedcluster-applier", "svc-dns": "dns"},
 		              "admins": ["root@example.com"]}`,
 	}
@@ -33,6 +34,7 @@ func TestLoadACLAndApply(t *testing.T) {
 	}{
 		{name: "user", in: Identity{Subject: "alice@example.com"}, want: Identity{Subject: "alice@example.com", Roles: []Role{RoleUser}}},
 		{name: "viewer", in: Identity{Subject: "bob"}, want: Identity{Subject: "bob", Roles: []Role{RoleViewer}}},
+		{name: "platform", in: Identity{Subject: "pat"}, want: Identity{Subject: "pat", Roles: []Role{RolePlatform}}},
 		{name: "several roles, deduplicated", in: Identity{Subject: "carol"}, want: Identity{Subject: "carol", Roles: []Role{RoleViewer, RoleUser}}},
 		{name: "adapter with its name", in: Identity{Subject: "svc-applier"}, want: Identity{Subject: "svc-applier", Roles: []Role{RoleAdapter}, Adapter: "hostedcluster-applier"}},
 		{name: "union of sections", in: Identity{Subject: "root@example.com"}, want: Identity{Subject: "root@example.com", Roles: []Role{RoleUser, RoleAdmin}}},

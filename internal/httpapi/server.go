@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,6 +115,11 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 			return nil, fmt.Errorf("descriptor %s: only one level of parent is routed", d.Kind)
 		}
 		k := &kindHandler{s: s, d: d}
+		// Platform objects are shared by many clusters: writing one needs more than writing one's own resources.
+		write := auth.ActionWriteResource
+		if d.Platform {
+			write = auth.ActionWritePlatform
+		}
 		collection := "/" + d.Plural
 		if d.Parent != nil {
 			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
@@ -122,10 +128,10 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		}
 		item := collection + "/{id}"
 		resources.Handle(collection, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
-		resources.Handle(collection, k.route(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		resources.Handle(collection, k.route(write, k.create)).Methods(http.MethodPost)
 		resources.Handle(item, k.route(auth.ActionRead, k.get)).Methods(http.MethodGet)
-		resources.Handle(item, k.route(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
-		resources.Handle(item, k.route(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		resources.Handle(item, k.route(write, k.patch)).Methods(http.MethodPatch)
+		resources.Handle(item, k.route(write, k.remove)).Methods(http.MethodDelete)
 		resources.Handle(item+"/statuses", k.route(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
 		// The role is checked before the body is read; which adapter a report speaks for is in its body, so
 		// putStatus checks the adapter name once it has read it.
@@ -199,6 +205,25 @@ func (s *Handler) authorize(r *http.Request, action auth.Action, adapter string)
 	}
 	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
 	return auth.Authorize(id, action, adapter)
+}
+
+// forced reads a PATCH's force query parameter (true: apply a change the kind's transition rules refuse), which
+// only admins may give.
+func (s *Handler) forced(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("force")
+	if v == "" {
+		return false, nil
+	}
+	force, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badParam("force", "must be true or false")
+	}
+	if force {
+		if err := s.authorize(r, auth.ActionForceTransition, ""); err != nil {
+			return false, err
+		}
+	}
+	return force, nil
 }
 
 // allow wraps a handler with the authorization of its route class.

@@ -1154,7 +1154,8 @@ type VersionStreamList struct {
 // channel `<channel_group>-<target_version>` and reports the release image in its status `data`
 // (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
 type VersionStreamSpec struct {
-	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload). Immutable: every
+	// cluster on the stream runs on it.
 	Arch *VersionStreamSpecArch `json:"arch,omitempty"`
 
 	// ChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
@@ -1166,7 +1167,8 @@ type VersionStreamSpec struct {
 	TargetVersion string `json:"target_version"`
 }
 
-// VersionStreamSpecArch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+// VersionStreamSpecArch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload). Immutable: every
+// cluster on the stream runs on it.
 type VersionStreamSpecArch string
 
 // VersionStreamSpecChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
@@ -1213,6 +1215,9 @@ type Count = bool
 
 // Fields defines model for fields.
 type Fields = string
+
+// Force defines model for force.
+type Force = bool
 
 // IfMatch defines model for if_match.
 type IfMatch = string
@@ -1341,6 +1346,10 @@ type ListClustersParams struct {
 
 // PatchClusterParams defines parameters for PatchCluster.
 type PatchClusterParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1405,6 +1414,10 @@ type ListClusterNodePoolsParams struct {
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
 type PatchNodePoolParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1525,6 +1538,10 @@ type ListUpgradeSchedulesParams struct {
 
 // PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
 type PatchUpgradeScheduleParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1589,6 +1606,10 @@ type ListVersionStreamsParams struct {
 
 // PatchVersionStreamParams defines parameters for PatchVersionStream.
 type PatchVersionStreamParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -2080,6 +2101,9 @@ type ClientInterface interface {
 
 	// PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -2087,12 +2111,18 @@ type ClientInterface interface {
 
 	// PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
 	PatchVersionStream(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -2991,6 +3021,9 @@ func (c *Client) GetVersionStream(ctx context.Context, versionstreamId Versionst
 
 // PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -3008,6 +3041,9 @@ func (c *Client) PatchVersionStreamWithBody(ctx context.Context, versionstreamId
 
 // PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -3024,6 +3060,9 @@ func (c *Client) PatchVersionStream(ctx context.Context, versionstreamId Version
 }
 
 // PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3534,6 +3573,33 @@ func NewPatchClusterRequestWithBody(server string, clusterId ClusterId, params *
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
@@ -3983,6 +4049,33 @@ func NewPatchNodePoolRequestWithBody(server string, clusterId ClusterId, nodepoo
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -4886,6 +4979,33 @@ func NewPatchUpgradeScheduleRequestWithBody(server string, upgradescheduleId Upg
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
@@ -5428,6 +5548,33 @@ func NewPatchVersionStreamRequestWithBody(server string, versionstreamId Version
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -6052,6 +6199,9 @@ type ClientWithResponsesInterface interface {
 
 	// PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -6059,12 +6209,18 @@ type ClientWithResponsesInterface interface {
 
 	// PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
 	PatchVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error)
 
 	// PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9451,6 +9607,9 @@ func (c *ClientWithResponses) GetVersionStreamWithResponse(ctx context.Context, 
 
 // PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -9464,6 +9623,9 @@ func (c *ClientWithResponses) PatchVersionStreamWithBodyWithResponse(ctx context
 
 // PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -9476,6 +9638,9 @@ func (c *ClientWithResponses) PatchVersionStreamWithResponse(ctx context.Context
 }
 
 // PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //

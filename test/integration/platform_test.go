@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+)
+
+// VersionStreams and UpgradeSchedules are platform objects: every cluster that names one follows it, so only roles
+// platform and admin write them; users and viewers read them.
+func TestPlatformObjectsAreWrittenByPlatformAndAdminOnly(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	tokens := map[string]api.RequestEditorFn{
+		"viewer":   bearer(mint("vera", []auth.Role{auth.RoleViewer}, "")),
+		"user":     bearer(mint("uma", []auth.Role{auth.RoleUser}, "")),
+		"adapter":  bearer(mint("svc", []auth.Role{auth.RoleAdapter}, "applier")),
+		"platform": bearer(mint("pat", []auth.Role{auth.RolePlatform}, "")),
+		"admin":    bearer(mint("root", []auth.Role{auth.RoleAdmin}, "")),
+	}
+	mayWrite := map[string]bool{"platform": true, "admin": true}
+	for role, as := range tokens {
+		t.Run(role, func(t *testing.T) {
+			stream, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "vs-" + role, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, as)
+			require.NoError(t, err)
+			sched, err := s.CreateUpgradeScheduleWithResponse(ctx, api.UpgradeScheduleCreate{Name: "us-" + role, Spec: api.UpgradeScheduleSpec{}}, as)
+			require.NoError(t, err)
+			if !mayWrite[role] {
+				p := problem(t, stream.HTTPResponse, stream.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+				require.Contains(t, deref(p.Detail), "requires role platform or admin")
+				problem(t, sched.HTTPResponse, sched.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+				// Nor may it change or delete the ones that exist.
+				existing := streamNamed(t, s, defaultStream, as)
+				patch, err := s.PatchVersionStreamWithBodyWithResponse(ctx, existing.Id, nil, "application/merge-patch+json",
+					strings.NewReader(`{"spec":{"channel_group":"candidate"}}`), as)
+				require.NoError(t, err)
+				problem(t, patch.HTTPResponse, patch.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+				del, err := s.DeleteVersionStreamWithResponse(ctx, existing.Id, as)
+				require.NoError(t, err)
+				problem(t, del.HTTPResponse, del.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+				return
+			}
+			require.Equal(t, http.StatusCreated, stream.StatusCode(), "body: %s", stream.Body)
+			require.Equal(t, http.StatusCreated, sched.StatusCode(), "body: %s", sched.Body)
+			patch, err := s.PatchUpgradeScheduleWithBodyWithResponse(ctx, sched.JSON201.Id, nil, "application/merge-patch+json",
+				strings.NewReader(`{"spec":{"timezone":"Europe/Berlin"}}`), as)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, patch.StatusCode(), "body: %s", patch.Body)
+			del, err := s.DeleteUpgradeScheduleWithResponse(ctx, sched.JSON201.Id, as)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusAccepted, del.StatusCode(), "body: %s", del.Body)
+		})
+	}
+	// Everyone who reads reads them; a platform operator is no user of clusters.
+	for _, role := range []string{"viewer", "user", "platform"} {
+		list, err := s.ListVersionStreamsWithResponse(ctx, nil, tokens[role])
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, list.StatusCode(), role)
+	}
+	cluster, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "by-platform", Spec: clusterSpec(defaultStream)}, tokens["platform"])
+	require.NoError(t, err)
+	problem(t, cluster.HTTPResponse, cluster.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+	cluster, err = s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "by-user", Spec: clusterSpec(defaultStream)}, tokens["user"])
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, cluster.StatusCode(), "a user still names the platform's objects: %s", cluster.Body)
+}
+
+// A stream's arch never changes, and its target_version moves forward one minor at a time unless an admin forces
+// it: every cluster on the stream would otherwise roll to another architecture, a downgrade or a minor it cannot
+// upgrade to.
+func TestVersionStreamChangesAreRuled(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	platform := bearer(mint("pat", []auth.Role{auth.RolePlatform}, ""))
+	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
+	created, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "ruled", Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, platform)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	id := created.JSON201.Id
+	patch := func(t *testing.T, body string, force *bool, as api.RequestEditorFn) *api.PatchVersionStreamResponse {
+		t.Helper()
+		var params *api.PatchVersionStreamParams
+		if force != nil {
+			params = &api.PatchVersionStreamParams{Force: force}
+		}
+		resp, err := s.PatchVersionStreamWithBodyWithResponse(ctx, id, params, "application/merge-patch+json", strings.NewReader(body), as)
+		require.NoError(t, err)
+		return resp
+	}
+	steps := []struct {
+		name   string
+		body   string
+		force  *bool
+		as     api.RequestEditorFn
+		status int
+		code   string // for a refusal
+		target string // the stored target_version after the step
+	}{
+		{name: "arch cannot change", body: `{"spec":{"arch":"arm64"}}`, as: admin, status: http.StatusUnprocessableEntity, code: "HYPERFLEET-VAL-007", target: "4.16"},
+		{name: "arch cannot change by force either", body: `{"spec":{"arch":"arm64"}}`, force: ptr(true), as: admin, status: http.StatusUnprocessableEntity, code: "HYPERFLEET-VAL-007", target: "4.16"},
+		{name: "one minor forward", body: `{"spec":{"target_version":"4.17"}}`, as: platform, status: http.StatusOK, target: "4.17"},
+		{name: "two minors forward", body: `{"spec":{"target_version":"4.19"}}`, as: platform, status: http.StatusConflict, code: "HYPERFLEET-CNF-006", target: "4.17"},
+		{name: "backwards", body: `{"spec":{"target_version":"4.16"}}`, as: admin, status: http.StatusConflict, code: "HYPERFLEET-CNF-006", target: "4.17"},
+		{name: "another major", body: `{"spec":{"target_version":"5.0"}}`, as: platform, status: http.StatusConflict, code: "HYPERFLEET-CNF-006", target: "4.17"},
+		{name: "force is admin's", body: `{"spec":{"target_version":"4.16"}}`, force: ptr(true), as: platform, status: http.StatusForbidden, code: "HYPERFLEET-AUZ-001", target: "4.17"},
+		{name: "an admin forces backwards", body: `{"spec":{"target_version":"4.16"}}`, force: ptr(true), as: admin, status: http.StatusOK, target: "4.16"},
+		{name: "an admin forces a jump", body: `{"spec":{"target_version":"4.18"}}`, force: ptr(true), as: admin, status: http.StatusOK, target: "4.18"},
+		{name: "force=false is no force", body: `{"spec":{"target_version":"4.16"}}`, force: ptr(false), as: admin, status: http.StatusConflict, code: "HYPERFLEET-CNF-006", target: "4.18"},
+		{name: "other fields change freely", body: `{"spec":{"channel_group":"fast"}}`, as: platform, status: http.StatusOK, target: "4.18"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			resp := patch(t, st.body, st.force, st.as)
+			if st.code != "" {
+				problem(t, resp.HTTPResponse, resp.Body, st.status, st.code)
+			} else {
+				require.Equal(t, st.status, resp.StatusCode(), "body: %s", resp.Body)
+			}
+			got, err := s.GetVersionStreamWithResponse(ctx, id, platform)
+			require.NoError(t, err)
+			require.Equal(t, st.target, got.JSON200.Spec.TargetVersion)
+			require.Equal(t, api.VersionStreamSpecArchAmd64, *got.JSON200.Spec.Arch)
+		})
+	}
+	t.Run("force that is not a boolean", func(t *testing.T) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, s.base+"/api/hyperfleet/v1/versionstreams/"+id.String()+"?force=yes-please",
+			strings.NewReader(`{"spec":{"target_version":"4.18"}}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		req.Header.Set("Authorization", "Bearer "+mint("root", []auth.Role{auth.RoleAdmin}, ""))
+		resp, err := s.http.Do(req)
+		require.NoError(t, err)
+		body := []byte(readAll(t, resp))
+		problem(t, resp, body, http.StatusBadRequest, "HYPERFLEET-VAL-004")
+	})
+}
