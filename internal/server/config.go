@@ -77,12 +77,12 @@ type Config struct {
 	// EnableAuthz on with EnableJWT unless it was given explicitly.
 	EnableJWT   bool
 	EnableAuthz bool
+	JWT         auth.VerifierConfig
+	ACLFile     string
 	// InsecureNoAuth is the explicit choice to serve without authentication where that is otherwise refused
 	// (production). It forces every listener onto loopback, so that only the machine itself can reach an API on
 	// which every caller is an admin.
 	InsecureNoAuth bool
-	JWT         auth.VerifierConfig
-	ACLFile     string
 	// Tracing exports OpenTelemetry spans over OTLP/HTTP (off by default).
 	EnableTracing    bool
 	OTLPEndpoint     string

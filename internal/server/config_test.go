@@ -107,8 +107,10 @@ func TestValidateServeRefusesProductionWithoutAuth(t *testing.T) {
 			wantErr: "--health-server-bindaddress",
 		},
 		{
-			name:  "insecure-no-auth on ::1 and localhost",
-			setup: []func(*Config){func(c *Config) { c.InsecureNoAuth, c.APIBindAddress, c.HealthBindAddress = true, "[::1]:8000", "localhost:8080" }},
+			name: "insecure-no-auth on ::1 and localhost",
+			setup: []func(*Config){func(c *Config) {
+				c.InsecureNoAuth, c.APIBindAddress, c.HealthBindAddress = true, "[::1]:8000", "localhost:8080"
+			}},
 		},
 		{
 			name:    "insecure-no-auth with jwt",
