@@ -2,6 +2,8 @@ package auth
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
@@ -103,6 +105,27 @@ func Authorize(id Identity, action Action, adapter string) error {
 		return forbidden("force=true (a change the kind's rules refuse) requires role admin")
 	}
 	return fmt.Errorf("auth: unknown action %d", int(action))
+}
+
+// AuthorizeReportKind returns nil if id may report statuses on resources of a kind (its name and plural) whose
+// required adapters are required, and a *resource.Error with resource.CodeForbidden otherwise. Call it after
+// Authorize allowed ActionWriteStatus for the report's adapter. An admin may report on any kind; an adapter only on
+// kinds that require its adapter or that the ACL file lists for it, so that a compromised or misconfigured adapter
+// cannot write conditions on resources it has no business with.
+func AuthorizeReportKind(id Identity, kind, plural string, required []string) error {
+	if id.HasRole(RoleAdmin) {
+		return nil
+	}
+	if id.Adapter != "" && slices.Contains(required, id.Adapter) {
+		return nil
+	}
+	for _, k := range id.Kinds {
+		if strings.EqualFold(k, kind) || strings.EqualFold(k, plural) {
+			return nil
+		}
+	}
+	return forbidden(fmt.Sprintf("adapter %q may report only on kinds that require it or that the ACL file lists for it, and %s is neither",
+		id.Adapter, kind))
 }
 
 func forbidden(msg string) error {

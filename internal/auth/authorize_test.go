@@ -109,3 +109,30 @@ func TestAuthorizeUnknownActionIsInternal(t *testing.T) {
 		require.Equal(t, resource.CodeInternal, resource.ErrorCode(err), "a programming error, not a 403")
 	}
 }
+
+func TestAuthorizeReportKind(t *testing.T) {
+	required := []string{"hostedcluster-applier"}
+	tests := []struct {
+		name string
+		id   Identity
+		ok   bool
+	}{
+		{name: "required adapter", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "hostedcluster-applier"}, ok: true},
+		{name: "another adapter", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns"}},
+		{name: "another adapter listed for the kind", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"cluster"}}, ok: true},
+		{name: "listed by plural", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"clusters"}}, ok: true},
+		{name: "listed for another kind", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"nodepool"}}},
+		{name: "no adapter name", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}}},
+		{name: "admin", id: Identity{Subject: "r", Roles: []Role{RoleAdmin}}, ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := AuthorizeReportKind(tt.id, "Cluster", "clusters", required)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			requireCode(t, err, resource.CodeForbidden, "may report only on kinds that require it or that the ACL file lists for it, and Cluster is neither")
+		})
+	}
+}

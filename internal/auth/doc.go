@@ -24,7 +24,8 @@
 //     only reads platform objects.
 //   - platform reads and creates, patches and deletes platform objects (VersionStreams, UpgradeSchedules: the kinds
 //     every cluster shares, so that a change to one rolls every cluster naming it).
-//   - adapter reads and writes statuses, and only statuses reported under its own adapter name.
+//   - adapter reads and writes statuses, and only statuses reported under its own adapter name, on resources of
+//     the kinds that require that adapter or that the ACL file lists for it ([AuthorizeReportKind]).
 //   - admin may do everything, including internal fields, force-delete and forced transitions (force=true).
 //
 // # ACL file
@@ -37,9 +38,11 @@
 //	  alice@example.com: [user]
 //	  bob: [viewer]
 //	  carol: [viewer, user]
-//	# identity → adapter name (a DNS label); grants role adapter, reporting only as that adapter
+//	# identity → adapter name (a DNS label); grants role adapter, reporting only as that adapter, on the kinds
+//	# that require it, and on the kinds listed in the long form
 //	adapters:
 //	  svc-applier: hostedcluster-applier
+//	  svc-auditor: {adapter: auditor, kinds: [clusters, nodepools]}
 //	# identities with role admin
 //	admins: [root@example.com]
 //

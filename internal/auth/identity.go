@@ -47,6 +47,9 @@ type Identity struct {
 	// Adapter is the adapter name the caller may report statuses as; meaningful only with RoleAdapter, and empty when
 	// none was granted, in which case the caller can report as no adapter at all.
 	Adapter string
+	// Kinds are the kinds (names or plurals, lower case) an ACL file lists for the adapter beyond the kinds that
+	// require it: an adapter reports only on those two sets (AuthorizeReportKind).
+	Kinds []string
 }
 
 // HasRole reports whether id holds r.

@@ -207,6 +207,15 @@ func (s *Handler) authorize(r *http.Request, action auth.Action, adapter string)
 	return auth.Authorize(id, action, adapter)
 }
 
+// authorizeReportKind checks that the request's identity may report on d's resources at all (auth.AuthorizeReportKind).
+func (s *Handler) authorizeReportKind(r *http.Request, d *resource.Descriptor) error {
+	if !s.cfg.Authorize {
+		return nil
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	return auth.AuthorizeReportKind(id, d.Kind, d.Plural, d.RequiredAdapters)
+}
+
 // forced reads a PATCH's force query parameter (true: apply a change the kind's transition rules refuse), which
 // only admins may give.
 func (s *Handler) forced(r *http.Request) (bool, error) {

@@ -2,12 +2,16 @@ package integration
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
@@ -138,4 +142,63 @@ func TestVersionStreamChangesAreRuled(t *testing.T) {
 		body := []byte(readAll(t, resp))
 		problem(t, resp, body, http.StatusBadRequest, "HYPERFLEET-VAL-004")
 	})
+}
+
+// An adapter reports only on kinds that require it, or that the ACL file lists for it: the applier, required on
+// clusters, cannot write conditions on a version stream (which every cluster on it would then follow).
+func TestAdaptersReportOnlyOnTheirKinds(t *testing.T) {
+	acl := filepath.Join(t.TempDir(), "acl.yaml")
+	require.NoError(t, os.WriteFile(acl, []byte(`
+adapters:
+  svc-applier: applier
+  svc-auditor: {adapter: auditor, kinds: [versionstreams]}
+admins: [root]
+`), 0o600))
+	s, mint := startSecuredServer(t, func(c *server.Config) { c.ACLFile = acl })
+	ctx := ctxFor(t)
+	root := bearer(mint("root", nil, ""))
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, root)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	stream := streamNamed(t, s, defaultStream, root)
+	now := time.Now().UTC()
+	tests := []struct {
+		name    string
+		as      string
+		adapter string
+		kind    string
+		want    int
+	}{
+		{name: "the applier on a cluster, which requires it", as: "svc-applier", adapter: "applier", kind: "cluster", want: http.StatusCreated},
+		{name: "the applier on a version stream", as: "svc-applier", adapter: "applier", kind: "versionstream", want: http.StatusForbidden},
+		{name: "an adapter listed for version streams", as: "svc-auditor", adapter: "auditor", kind: "versionstream", want: http.StatusCreated},
+		{name: "that adapter on a cluster", as: "svc-auditor", adapter: "auditor", kind: "cluster", want: http.StatusForbidden},
+		{name: "an admin anywhere", as: "root", adapter: "anyone", kind: "versionstream", want: http.StatusCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			as := bearer(mint(tt.as, nil, ""))
+			rep := report(tt.adapter, 1, now, available("True"))
+			var (
+				resp *http.Response
+				body []byte
+			)
+			switch tt.kind {
+			case "cluster":
+				r, err := s.PostClusterStatusWithResponse(ctx, created.JSON201.Id, rep, as)
+				require.NoError(t, err)
+				resp, body = r.HTTPResponse, r.Body
+			default:
+				r, err := s.PostVersionStreamStatusWithResponse(ctx, stream.Id, rep, as)
+				require.NoError(t, err)
+				resp, body = r.HTTPResponse, r.Body
+			}
+			if tt.want == http.StatusForbidden {
+				p := problem(t, resp, body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+				require.Contains(t, deref(p.Detail), "may report only on kinds that require it")
+				return
+			}
+			require.Equal(t, tt.want, resp.StatusCode, "body: %s", body)
+		})
+	}
 }
