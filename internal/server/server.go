@@ -207,7 +207,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 }
 
 // authenticator builds the request authenticator from the configuration: nil (with a loud warning) when JWT is
-// off; else a JWT verifier whose identities an ACL file, if given, assigns roles.
+// off; else a JWT verifier whose identities an ACL file, if given, assigns roles. A JWKS file and the ACL file are
+// reloaded when they change (reloading); a JWKS URL refreshes itself.
 func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*http.Request) (auth.Identity, error), error) {
 	if !cfg.EnableJWT {
 		if cfg.InsecureNoAuth {
@@ -220,15 +221,42 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	}
 	jwtCfg := cfg.JWT
 	jwtCfg.Logger = log
-	verifier, err := auth.NewVerifier(ctx, jwtCfg)
-	if err != nil {
-		return nil, fmt.Errorf("JWT verifier: %w", err)
-	}
-	var acl *auth.ACL
-	if cfg.ACLFile != "" {
-		if acl, err = auth.LoadACL(cfg.ACLFile); err != nil {
-			return nil, fmt.Errorf("--acl-file: %w", err)
+	newVerifier := func(string) (*auth.Verifier, error) {
+		v, err := auth.NewVerifier(ctx, jwtCfg)
+		if err != nil {
+			return nil, fmt.Errorf("JWT verifier: %w", err)
 		}
+		return v, nil
+	}
+	var verifier func() *auth.Verifier
+	if jwtCfg.JWKSFile != "" {
+		// A verifier of a file starts nothing in the background, so building a new one per change leaks nothing.
+		keys, err := newReloading(jwtCfg.JWKSFile, "--jwk-cert-file", newVerifier, log)
+		if err != nil {
+			return nil, err
+		}
+		verifier = keys.get
+	} else {
+		v, err := newVerifier("")
+		if err != nil {
+			return nil, err
+		}
+		verifier = func() *auth.Verifier { return v }
+	}
+	acl := func() *auth.ACL { return nil }
+	if cfg.ACLFile != "" {
+		loadACL := func(path string) (*auth.ACL, error) {
+			a, err := auth.LoadACL(path)
+			if err != nil {
+				return nil, fmt.Errorf("--acl-file: %w", err)
+			}
+			return a, nil
+		}
+		file, err := newReloading(cfg.ACLFile, "--acl-file", loadACL, log)
+		if err != nil {
+			return nil, err
+		}
+		acl = file.get
 	}
 	if !cfg.EnableAuthz {
 		log.Warn("authorization is OFF: every authenticated caller is an admin (enable with --enable-authz)")
@@ -238,11 +266,14 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 		if err != nil {
 			return auth.Identity{}, err
 		}
-		id, err := verifier.Verify(r.Context(), token)
-		if err != nil || acl == nil {
+		id, err := verifier().Verify(r.Context(), token)
+		if err != nil {
 			return id, err
 		}
-		return acl.Apply(id), nil
+		if a := acl(); a != nil {
+			return a.Apply(id), nil
+		}
+		return id, nil
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
 // VersionStreams and UpgradeSchedules are platform objects: every cluster that names one follows it, so only roles
@@ -201,4 +202,76 @@ admins: [root]
 			require.Equal(t, tt.want, resp.StatusCode, "body: %s", body)
 		})
 	}
+}
+
+// The JWKS file and the ACL file are reloaded when they change, as the TLS certificate is: a rotated issuer key
+// and a changed grant take effect without a restart, and a bad new file keeps the last good one.
+func TestJWKSAndACLFilesAreReloaded(t *testing.T) {
+	dir := t.TempDir()
+	first, err := auth.LoadOrCreateDevIssuer(filepath.Join(dir, "first"))
+	require.NoError(t, err)
+	second, err := auth.LoadOrCreateDevIssuer(filepath.Join(dir, "second"))
+	require.NoError(t, err)
+	jwks, acl := filepath.Join(dir, "jwks.json"), filepath.Join(dir, "acl.yaml")
+	step := time.Now()
+	// rewrite replaces a file's content and moves its modification time on, as a rotation does.
+	rewrite := func(t *testing.T, path string, content []byte) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(path, content, 0o600))
+		step = step.Add(time.Minute)
+		require.NoError(t, os.Chtimes(path, step, step))
+	}
+	jwksOf := func(t *testing.T, issuer *auth.DevIssuer) []byte {
+		t.Helper()
+		raw, err := os.ReadFile(issuer.JWKSPath())
+		require.NoError(t, err)
+		return raw
+	}
+	rewrite(t, jwks, jwksOf(t, first))
+	rewrite(t, acl, []byte("users: {carol: [viewer]}\n"))
+	s := startServerOn(t, harness.NewDatabase(t), server.Config{
+		EnableJWT: true, EnableAuthz: true, ACLFile: acl,
+		JWT: auth.VerifierConfig{JWKSFile: jwks, Issuer: testIssuer, Audience: testAudience},
+	})
+	ctx := ctxFor(t)
+	mint := func(t *testing.T, issuer *auth.DevIssuer) api.RequestEditorFn {
+		t.Helper()
+		token, err := issuer.Mint("carol", nil, "", time.Hour, testIssuer, testAudience)
+		require.NoError(t, err)
+		return bearer(token)
+	}
+	n := 0
+	create := func(t *testing.T, as api.RequestEditorFn) (*http.Response, []byte) {
+		t.Helper()
+		n++
+		resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reload-" + string(rune('a'+n)), Spec: clusterSpec(defaultStream)}, as)
+		require.NoError(t, err)
+		return resp.HTTPResponse, resp.Body
+	}
+
+	resp, body := create(t, mint(t, first))
+	problem(t, resp, body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
+
+	t.Run("a changed ACL grants at once", func(t *testing.T) {
+		rewrite(t, acl, []byte("users: {carol: [user]}\n"))
+		resp, body := create(t, mint(t, first))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "body: %s", body)
+	})
+	t.Run("a bad ACL keeps the last good one", func(t *testing.T) {
+		rewrite(t, acl, []byte("users: {carol: [superuser]}\n"))
+		resp, body := create(t, mint(t, first))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "body: %s", body)
+	})
+	t.Run("a rotated JWKS verifies the new key's tokens only", func(t *testing.T) {
+		rewrite(t, jwks, jwksOf(t, second))
+		resp, body := create(t, mint(t, first))
+		problem(t, resp, body, http.StatusUnauthorized, "HYPERFLEET-AUT-001")
+		resp, body = create(t, mint(t, second))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "body: %s", body)
+	})
+	t.Run("a bad JWKS keeps the last good keys", func(t *testing.T) {
+		rewrite(t, jwks, []byte(`{"keys": "not a set"}`))
+		resp, body := create(t, mint(t, second))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "body: %s", body)
+	})
 }
