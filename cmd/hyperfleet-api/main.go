@@ -56,10 +56,16 @@ type options struct {
 	requiredAdapters []string
 	logLevel         string
 	rateLimit        optionalFloat
+	adapterRateLimit optionalFloat
 	gcPercent        int
 	memoryLimitMiB   int64
 	checkConfig      bool
 }
+
+// adapterRateFactor is the adapters' default budget over a user's: one version resolver settled on 10,000 streams
+// needs 100 requests/s on average (docs/performance.md), the whole of a user's budget, and its first pass several
+// times that.
+const adapterRateFactor = 10
 
 // optionalFloat is a float flag that knows whether it was given (on the command line or as HYPERFLEET_<FLAG>), so
 // that the environment's default applies when it was not. Unset, it shows no value, which keeps pflag from
@@ -138,6 +144,7 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		rateLimit = 100
 	}
 	o.cfg.RateLimit = o.rateLimit.or(rateLimit)
+	o.cfg.AdapterRateLimit = o.adapterRateLimit.or(rateLimit * adapterRateFactor)
 	// --enable-jwt implies authorization: authenticated callers without roles would all be admins. Only an
 	// explicit --enable-authz=false (or HYPERFLEET_ENABLE_AUTHZ=false) keeps it off.
 	if f := cmd.Flags().Lookup("enable-authz"); f != nil && o.cfg.EnableJWT && !f.Changed {
@@ -222,6 +229,9 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.HTTPSKeyFile, "https-key-file", "", "PEM private key for the TLS listeners")
 	fs.Var(&o.rateLimit, "rate-limit", "requests per second each identity may make, 0 for unlimited (default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)")
 	fs.IntVar(&o.cfg.RateBurst, "rate-limit-burst", 0, "burst above --rate-limit (default: one second's worth)")
+	fs.Var(&o.adapterRateLimit, "adapter-rate-limit", "requests per second each adapter identity may make per shard (its X-Hyperfleet-Shard), in place of --rate-limit, 0 for unlimited "+
+		"(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)")
+	fs.IntVar(&o.cfg.AdapterRateBurst, "adapter-rate-limit-burst", 0, "burst above --adapter-rate-limit (default: one second's worth)")
 	fs.BoolVar(&o.cfg.EnableTracing, "enable-tracing", false, "export OpenTelemetry traces over OTLP/HTTP")
 	fs.StringVar(&o.cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: the OTEL_EXPORTER_OTLP_* environment)")
 	fs.Float64Var(&o.cfg.TraceSampleRatio, "trace-sample-ratio", 1, "share of new traces kept, 0–1")

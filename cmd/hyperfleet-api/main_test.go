@@ -107,7 +107,7 @@ func TestTokenCommandMintsWhatServeAccepts(t *testing.T) {
 
 func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 	loopback := server.Config{APIBindAddress: "127.0.0.1:8000", HealthBindAddress: "127.0.0.1:8080", MetricsBindAddress: "127.0.0.1:9090"}
-	everywhere := server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100}
+	everywhere := server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100, AdapterRateLimit: 1000}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -127,12 +127,17 @@ func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 		{
 			name: "the environment wins in production",
 			env:  map[string]string{"HYPERFLEET_ENV": "production", "HYPERFLEET_HEALTH_SERVER_BINDADDRESS": "127.0.0.1:8081", "HYPERFLEET_RATE_LIMIT": "0"},
-			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8081", MetricsBindAddress: ":9090"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8081", MetricsBindAddress: ":9090", AdapterRateLimit: 1000},
 		},
 		{
 			name: "an explicit 0 is unlimited in production",
-			env:  map[string]string{"HYPERFLEET_ENV": "production"}, args: []string{"--rate-limit", "0"},
+			env:  map[string]string{"HYPERFLEET_ENV": "production"}, args: []string{"--rate-limit", "0", "--adapter-rate-limit", "0"},
 			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090"},
+		},
+		{
+			name: "the adapters' budget is its own",
+			env:  map[string]string{"HYPERFLEET_ENV": "production", "HYPERFLEET_ADAPTER_RATE_LIMIT": "250"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100, AdapterRateLimit: 250},
 		},
 	}
 	for _, tt := range tests {
@@ -147,7 +152,7 @@ func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 			_, err := o.finish(cmd)
 			require.NoError(t, err)
 			got := server.Config{APIBindAddress: o.cfg.APIBindAddress, HealthBindAddress: o.cfg.HealthBindAddress,
-				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit}
+				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit, AdapterRateLimit: o.cfg.AdapterRateLimit}
 			require.Equal(t, tt.want, got)
 		})
 	}
@@ -173,6 +178,7 @@ func TestServeHelpStatesEachDefaultOnce(t *testing.T) {
 	}{
 		{"--rate-limit", "--rate-limit float"},
 		{"--rate-limit", "(default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)"},
+		{"--adapter-rate-limit", "(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)"},
 		{"--api-server-bindaddress", "(default: 127.0.0.1:8000, loopback; :8000, every interface, with HYPERFLEET_ENV=production)"},
 		{"--health-server-bindaddress", "(default: 127.0.0.1:8080; :8080 with HYPERFLEET_ENV=production)"},
 		{"--metrics-server-bindaddress", "(default: 127.0.0.1:9090; :9090 with HYPERFLEET_ENV=production)"},

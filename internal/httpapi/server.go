@@ -54,6 +54,10 @@ type Config struct {
 	// bucket size (0: one second's worth).
 	RateLimit float64
 	RateBurst int
+	// AdapterRateLimit and AdapterRateBurst are the same for callers with role adapter, per identity and shard
+	// (api.ShardHeader), in place of RateLimit: an adapter's replicas reconcile a fleet (0: unlimited).
+	AdapterRateLimit float64
+	AdapterRateBurst int
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
 	// (lists then report position 0).
 	Feed ChangeFeed
@@ -75,7 +79,9 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	limiter *identityLimiter
-	router  *mux.Router
+	// adapterLimiter is the adapters' budget, by identity and shard; nil: unlimited.
+	adapterLimiter *identityLimiter
+	router         *mux.Router
 }
 
 // NewHandler builds the router for kinds. It returns an error if a descriptor is malformed.
@@ -91,6 +97,9 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 	s.metrics = m
 	if cfg.RateLimit > 0 {
 		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AdapterRateLimit > 0 {
+		s.adapterLimiter = newIdentityLimiter(cfg.AdapterRateLimit, cfg.AdapterRateBurst)
 	}
 	r := mux.NewRouter()
 	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.

@@ -91,6 +91,9 @@ type Config struct {
 	// RateLimit per identity (requests per second, 0 = unlimited) and its burst.
 	RateLimit float64
 	RateBurst int
+	// AdapterRateLimit and AdapterRateBurst replace them for callers with role adapter, per identity and shard.
+	AdapterRateLimit float64
+	AdapterRateBurst int
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
 	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and

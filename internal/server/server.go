@@ -149,6 +149,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		AdapterRateLimit: cfg.AdapterRateLimit, AdapterRateBurst: cfg.AdapterRateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {

@@ -89,7 +89,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 		}
 	}
 	var err error
-	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics); err != nil {
+	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics, api.FormatShard(cfg.ShardIndex, cfg.ShardCount)); err != nil {
 		return nil, err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", cfg.OpsBindAddress)
