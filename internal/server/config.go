@@ -271,7 +271,7 @@ func (c Config) ValidateServe() error {
 		}
 		return nil
 	}
-	if c.Env == EnvProduction && !(c.EnableJWT && c.EnableAuthz) {
+	if c.Env == EnvProduction && (!c.EnableJWT || !c.EnableAuthz) {
 		return fmt.Errorf("production needs authentication and authorization: give --enable-jwt (authorization follows unless " +
 			"--enable-authz=false) with --jwk-cert-url or --jwk-cert-file, --jwt-issuer and --jwt-audience; " +
 			"or --insecure-no-auth to serve every caller as an admin on loopback only")
