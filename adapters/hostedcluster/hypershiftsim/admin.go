@@ -40,5 +40,7 @@ func AdminHandler(fs *Failures) http.Handler {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v) // a client gone away cannot be told
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return // the client went away: nobody to tell
+	}
 }

@@ -39,13 +39,15 @@ type Graph struct {
 	ConditionalEdges []ConditionalEdge `json:"conditionalEdges"`
 }
 
-// ConditionalEdge, Edge and Risk are the shapes of Cincinnati's conditionalEdges, shared with the client that
-// parses them (and checked against real graphs there).
-type (
-	ConditionalEdge = cincinnati.ConditionalEdge
-	Edge            = cincinnati.Edge
-	Risk            = cincinnati.Risk
-)
+// ConditionalEdge is an entry of Cincinnati's conditionalEdges. The shapes are the client's, which parses them and
+// is checked against real graphs: one definition for both sides.
+type ConditionalEdge = cincinnati.ConditionalEdge
+
+// Edge is a conditional update, by version.
+type Edge = cincinnati.Edge
+
+// Risk is a known issue that gates a conditional edge.
+type Risk = cincinnati.Risk
 
 // Node is one release in a Graph.
 type Node struct {
