@@ -490,6 +490,16 @@ type ClusterSpec struct {
 	// (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 	HostedCluster *HostedClusterSpec `json:"hosted_cluster,omitempty"`
 
+	// Paused False when absent. Stops every adapter from acting on the cluster: while true, none applies anything (the HostedCluster
+	// keeps its release image and spec, whatever the stream, the schedule or this spec say) and each keeps
+	// reporting, at the current generation, its last known conditions and data plus `Paused=True`. Pausing
+	// does not change `Ready` or `phase`: they stay what they were when the cluster was paused. Setting it
+	// back to false resumes from the spec as it is then. Deleting a paused cluster still deletes it.
+	//
+	//
+	// Example: true
+	Paused *bool `json:"paused,omitempty"`
+
 	// UpgradeSchedule Name of the live UpgradeSchedule that gates release upgrades (none: upgrade as soon as the stream moves); a
 	// name no live schedule has is refused with 422 `HYPERFLEET-VAL-006`, and the schedule cannot be deleted
 	// while live clusters name it.
@@ -778,6 +788,15 @@ type NodePoolList struct {
 // and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
 // `userdata` re-provisions the devices one at a time.
 type NodePoolSpec struct {
+	// Paused False when absent (see ClusterSpec.paused). Stops every adapter from acting on the pool: while true, the provisioner claims, reloads, replaces
+	// (remediates) and releases no device, whatever this spec says, and keeps reporting, at the current
+	// generation, its last known conditions and data plus `Paused=True`. `Ready` and `phase` stay what they
+	// were. Setting it back to false resumes from the spec as it is then. Deleting a paused pool still
+	// releases its devices.
+	//
+	//
+	// Example: true
+	Paused   *bool `json:"paused,omitempty"`
 	Platform struct {
 		// Hivelocity Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
 		// tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).

@@ -87,6 +87,7 @@ func Kinds() *KindTable {
 		Columns: []Column{
 			{Header: "VERSION STREAM", JSONPath: "{.spec.version_stream}"},
 			{Header: "SCHEDULE", JSONPath: "{.spec.upgrade_schedule}", Wide: true},
+			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
 		},
 	}
 	nodePool := &Kind{
@@ -96,6 +97,7 @@ func Kinds() *KindTable {
 			{Header: "REPLICAS", JSONPath: "{.spec.replicas}"},
 			{Header: "DEVICE TYPE", JSONPath: "{.spec.platform.hivelocity.device_type}", Wide: true},
 			{Header: "REGION", JSONPath: "{.spec.platform.hivelocity.region}", Wide: true},
+			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
 		},
 	}
 	return &KindTable{Cluster: cluster, NodePool: nodePool, VersionStream: versionStream, UpgradeSchedule: upgradeSchedule,
