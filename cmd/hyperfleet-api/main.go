@@ -250,7 +250,12 @@ func newMigrateCommand() *cobra.Command {
 		Long: `Applies the database migrations. With --required-adapters it also sets which adapters must report on each
 kind, for the whole database: serving replicas notice within --required-adapters-check, drain and exit, and
 started again re-aggregate every resource for the new set. A deleting resource that no adapter of the new set
-still has to finalize is then removed, and each such removal is logged.`,
+still has to finalize is then removed, and each such removal is logged.
+
+With --renew-feed-epoch it gives the change feed a new epoch. Run it after restoring the database from a backup,
+or after failing over to a replica that may lack the last commits: the feed then hands out sequence numbers it
+had handed out before, and the new epoch makes every position of the old history 410 (list again) instead of a
+silent skip.`,
 		Example: `  hyperfleet-api migrate --db-url postgres://... \
     --required-adapters 'versionstream=version-resolver;cluster=hostedcluster-applier;nodepool=hivelocity-provisioner'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -264,5 +269,8 @@ still has to finalize is then removed, and each such removal is logged.`,
 	o.addDatabaseFlags(cmd.Flags())
 	cmd.Flags().StringArrayVar(&o.requiredAdapters, "required-adapters", nil,
 		"set the adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable; default: leave them)")
+	cmd.Flags().BoolVar(&o.cfg.RenewFeedEpoch, "renew-feed-epoch", false,
+		"give the change feed a new epoch: run it after restoring the database or failing over to a replica that may lack commits, "+
+			"so that every watcher lists again instead of missing the events that reuse the old numbers")
 	return cmd
 }

@@ -2,10 +2,12 @@
 // through durable consumers instead of each holding a watch on every API replica.
 //
 // The relay follows the committed, sequenced events (never the writes themselves), publishes each with its
-// sequence as the JetStream message id, and records how far it got only after JetStream acknowledged: a relay
+// position (<epoch>.<seq>, the watch's event id) as the JetStream message id, and records how far it got only after JetStream acknowledged: a relay
 // that dies between publishing and recording publishes again from the record, and JetStream's duplicate window
 // drops what it already has. Delivery is therefore exactly once per sequence within the window (2 minutes by
-// default) and at least once beyond it, in sequence order, which keeps the order of each resource's changes.
+// default) and at least once beyond it, in sequence order, which keeps the order of each resource's changes. The
+// epoch in the id keeps a feed restored or failed over (which hands sequence numbers out again) from having its
+// new events dropped as duplicates of the old ones.
 package eventrelay
 
 import (
@@ -37,7 +39,8 @@ const (
 
 // Feed is the change feed the relay follows (feed.Feed).
 type Feed interface {
-	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
+	Head() resource.Position
+	Next(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error)
 }
 
 // Positions stores how far each relay got (postgres.Store).
@@ -133,18 +136,22 @@ func (r *Relay) relay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create or update stream %s: %w", r.cfg.Stream, err)
 	}
-	pos, err := r.positions.RelayPosition(ctx, r.Name())
+	// The recorded position is the database's, so of the epoch the database has now: after a restore, the
+	// record is restored with the events.
+	seq, err := r.positions.RelayPosition(ctx, r.Name())
 	if err != nil {
 		return err
 	}
-	r.cfg.Log.Info("relaying the change feed to NATS JetStream", "url", r.cfg.URL, "stream", r.cfg.Stream, "after", pos)
+	pos := resource.Position{Epoch: r.feed.Head().Epoch, Seq: seq}
+	r.cfg.Log.Info("relaying the change feed to NATS JetStream", "url", r.cfg.URL, "stream", r.cfg.Stream, "epoch", pos.Epoch, "after", pos.Seq)
 	for {
 		events, err := r.feed.Next(ctx, pos, batch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !errors.Is(err, resource.ErrExpired) {
+			if errors.Is(err, resource.ErrOtherEpoch) || !errors.Is(err, resource.ErrExpired) {
+				// A new epoch (or a feed that has not seen it yet): start again from the record.
 				return err
 			}
 			// Retention removed events the relay never published (it was down longer than --events-retention):
@@ -154,20 +161,24 @@ func (r *Relay) relay(ctx context.Context) error {
 				return err
 			}
 			r.cfg.Log.Error("the change feed removed events before they were relayed; JetStream misses them",
-				"after", pos, "resuming_after", through)
-			pos = through
+				"after", pos.Seq, "resuming_after", through)
+			pos.Seq = through
 			continue
 		}
-		if err := r.publish(ctx, js, events); err != nil {
+		if err := r.publish(ctx, js, pos.Epoch, events); err != nil {
 			return err
 		}
-		pos = events[len(events)-1].Seq
-		if err := r.positions.SetRelayPosition(ctx, r.Name(), pos); err != nil {
+		pos.Seq = events[len(events)-1].Seq
+		if err := r.positions.SetRelayPosition(ctx, r.Name(), pos.Seq); err != nil {
 			return err
 		}
-		r.position.Set(float64(pos))
+		r.position.Set(float64(pos.Seq))
 	}
 }
+
+// MsgID is the JetStream message id of the event numbered seq in the feed's epoch: its position as a watch spells
+// it, "<epoch>.<seq>".
+func MsgID(epoch string, seq int64) string { return epoch + "." + strconv.FormatInt(seq, 10) }
 
 // Subject returns the subject of an event of kind and type under prefix: <prefix>.<kind in lower case>.<type>.
 func Subject(prefix, kind string, t resource.EventType) string {
@@ -175,7 +186,7 @@ func Subject(prefix, kind string, t resource.EventType) string {
 }
 
 // publish sends a batch asynchronously and waits for every acknowledgement: one connection keeps them in order.
-func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []resource.Event) error {
+func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, epoch string, events []resource.Event) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for i := range events {
 		e := &events[i]
@@ -190,7 +201,7 @@ func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []re
 		}
 		msg := nats.NewMsg(Subject(r.cfg.SubjectPrefix, e.Kind, e.Type))
 		msg.Data = data
-		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(strconv.FormatInt(e.Seq, 10)))
+		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(epoch, e.Seq)))
 		if err != nil {
 			return fmt.Errorf("publish event %d: %w", e.Seq, err)
 		}

@@ -54,15 +54,37 @@ func watchRequested(r *http.Request) (bool, error) {
 	}
 }
 
-func (s *Handler) feedHead() int64 {
+func (s *Handler) feedHead() resource.Position {
 	if s.cfg.Feed == nil {
-		return 0
+		return resource.Position{}
 	}
 	return s.cfg.Feed.Head()
 }
 
+// formatPosition spells a position of the change feed as the API sends it (resource_version of a list, id: of an
+// event): "<epoch>.<seq>". Clients treat it as opaque and hand it back.
+func formatPosition(p resource.Position) string {
+	return p.Epoch + "." + strconv.FormatInt(p.Seq, 10)
+}
+
+// parsePosition reads a position as formatPosition spells it. A bare number (a position from before the feed had
+// epochs) parses as one of no epoch: it is well formed, and the feed answers it 410, so the client lists again.
+func parsePosition(s string) (resource.Position, bool) {
+	epoch, seq, dotted := strings.Cut(strings.TrimSpace(s), ".")
+	if !dotted {
+		epoch, seq = "", epoch
+	} else if epoch == "" || strings.Trim(epoch, "0123456789abcdef") != "" {
+		return resource.Position{}, false
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 0 {
+		return resource.Position{}, false
+	}
+	return resource.Position{Epoch: epoch, Seq: n}, true
+}
+
 // watchPosition is where a watch starts: after Last-Event-ID, else after resource_version, else at the present.
-func (s *Handler) watchPosition(r *http.Request) (int64, error) {
+func (s *Handler) watchPosition(r *http.Request) (resource.Position, error) {
 	for _, p := range []struct{ name, value string }{
 		{"Last-Event-ID", r.Header.Get("Last-Event-ID")},
 		{"resource_version", r.URL.Query().Get("resource_version")},
@@ -70,11 +92,11 @@ func (s *Handler) watchPosition(r *http.Request) (int64, error) {
 		if p.value == "" {
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(p.value), 10, 64)
-		if err != nil || n < 0 {
-			return 0, badParam(p.name, "must be a position in the change feed (a whole number from 0)")
+		pos, ok := parsePosition(p.value)
+		if !ok {
+			return resource.Position{}, badParam(p.name, "must be a position in the change feed, as a list's resource_version or an event's id gives it")
 		}
-		return n, nil
+		return pos, nil
 	}
 	return s.feedHead(), nil
 }
@@ -128,7 +150,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		}
 		return rc.Flush() == nil
 	}
-	if !send(": watching after " + strconv.FormatInt(after, 10) + "\n\n") {
+	if !send(": watching after " + formatPosition(after) + "\n\n") {
 		return
 	}
 	for {
@@ -153,7 +175,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 			k.s.log.WarnContext(r.Context(), "watch stream ended: the change feed failed", "error", err, "request_id", requestID(r.Context()))
 			return
 		}
-		after = events[len(events)-1].Seq
+		after.Seq = events[len(events)-1].Seq
 		batch, err := k.watchEvents(r.Context(), events, opts, fields, public)
 		if err != nil {
 			if r.Context().Err() == nil {
@@ -169,7 +191,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 				k.s.log.ErrorContext(r.Context(), "encode a watch event", "error", err)
 				return
 			}
-			text.WriteString("id: " + strconv.FormatInt(e.Seq, 10) + "\nevent: " + string(e.Type) + "\ndata: ")
+			text.WriteString("id: " + formatPosition(resource.Position{Epoch: after.Epoch, Seq: e.Seq}) + "\nevent: " + string(e.Type) + "\ndata: ")
 			text.Write(data)
 			text.WriteString("\n\n")
 			k.s.metrics.delivered("sse", e.Time)
