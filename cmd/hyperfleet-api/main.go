@@ -221,6 +221,13 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.EventsNATSURL, "events-nats-url", "", "also relay the change feed to NATS JetStream at this URL, e.g. nats://127.0.0.1:4222 (one API process at a time relays)")
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")
 	fs.StringVar(&o.cfg.EventsNATSSubjectPrefix, "events-nats-subject-prefix", "hyperfleet", "subjects are <prefix>.<kind>.<type>, e.g. hyperfleet.cluster.status")
+	fs.StringVar(&o.cfg.EventsNATSCredsFile, "events-nats-creds", "", "NATS credentials file (user JWT and NKey seed) for the relay")
+	fs.StringVar(&o.cfg.EventsNATSUser, "events-nats-user", "", "NATS user for the relay (with --events-nats-password-file)")
+	fs.StringVar(&o.cfg.EventsNATSPasswordFile, "events-nats-password-file", "", "file holding the NATS user's password")
+	fs.StringVar(&o.cfg.EventsNATSTokenFile, "events-nats-token-file", "", "file holding a NATS token for the relay")
+	fs.StringVar(&o.cfg.EventsNATSTLSCAFile, "events-nats-tls-ca", "", "PEM CA bundle that verifies the NATS server (makes the connection TLS; default: the system's CAs for tls:// URLs)")
+	fs.StringVar(&o.cfg.EventsNATSTLSCertFile, "events-nats-tls-cert", "", "PEM client certificate for a NATS server that verifies clients (with --events-nats-tls-key)")
+	fs.StringVar(&o.cfg.EventsNATSTLSKeyFile, "events-nats-tls-key", "", "PEM private key of --events-nats-tls-cert")
 	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream stays silent (a comment line keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")

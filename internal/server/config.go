@@ -110,6 +110,9 @@ type Config struct {
 	EventsNATSURL           string
 	EventsNATSStream        string
 	EventsNATSSubjectPrefix string
+	// The relay's NATS authentication and TLS (eventrelay.Config says how they combine).
+	EventsNATSCredsFile, EventsNATSUser, EventsNATSPasswordFile, EventsNATSTokenFile string
+	EventsNATSTLSCAFile, EventsNATSTLSCertFile, EventsNATSTLSKeyFile                 string
 	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration
