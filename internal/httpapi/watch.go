@@ -64,6 +64,9 @@ func (s *Handler) feedHead() resource.Position {
 // formatPosition spells a position of the change feed as the API sends it (resource_version of a list, id: of an
 // event): "<epoch>.<seq>". Clients treat it as opaque and hand it back.
 func formatPosition(p resource.Position) string {
+	if p.Epoch == "" {
+		return strconv.FormatInt(p.Seq, 10) // no change feed: nothing to watch from
+	}
 	return p.Epoch + "." + strconv.FormatInt(p.Seq, 10)
 }
 
