@@ -24,6 +24,11 @@ const eventsChannel = "hyperfleet_events"
 // sequencerLease elects the one process whose sequencer runs.
 const sequencerLease = "sequencer"
 
+// legacySequencerLock is the session advisory lock that elected the sequencer before the lease. Each sequencing
+// statement also takes it for its transaction, so that during a rolling upgrade an old replica's sequencer, which
+// holds it for its session, and a new one's never number at once.
+const legacySequencerLock = 0x48465351 // "HFSQ"
+
 var _ resource.EventLog = (*Store)(nil)
 
 // feedRow is one event as read with the feed's epoch and retention in one snapshot; the event's columns are null
@@ -158,12 +163,14 @@ type SequencerConfig struct {
 // applies retention. Every API process runs one; a lease (Lease) lets exactly one work at a time, and another
 // takes over within the lease's TTL when that one is lost (a crash, a frozen connection, a partition).
 type Sequencer struct {
-	cfg       SequencerConfig
-	lease     *Lease
-	poke      chan struct{}
-	sequenced prometheus.Counter
-	compacted prometheus.Counter
-	leader    prometheus.Gauge
+	cfg   SequencerConfig
+	lease *Lease
+	poke  chan struct{}
+	// legacyWait is true while an older replica's sequencer holds the advisory lock (used by lead's goroutine only).
+	legacyWait bool
+	sequenced  prometheus.Counter
+	compacted  prometheus.Counter
+	leader     prometheus.Gauge
 }
 
 // NewSequencer returns a sequencer; Run runs it.
@@ -259,10 +266,11 @@ const sequenceBatch = 1000
 // two sequencers never number at once, which could commit a lower number after a higher one.
 func (q *Sequencer) sequence(ctx context.Context) (int, error) {
 	var n int
-	var held bool
+	var held, alone bool
 	err := q.cfg.Pool.QueryRow(ctx, `WITH lease AS (`+q.lease.fenceSQL("$3", "$4")+`),
+		legacy AS (SELECT pg_try_advisory_xact_lock($5) AS alone),
 		moved AS (
-			DELETE FROM event_staging WHERE EXISTS (SELECT 1 FROM lease)
+			DELETE FROM event_staging WHERE EXISTS (SELECT 1 FROM lease) AND (SELECT alone FROM legacy)
 				AND id IN (SELECT id FROM event_staging ORDER BY id LIMIT $1)
 			RETURNING id, time, type, kind, resource_id, parent_id, generation, version
 		), added AS (
@@ -270,15 +278,24 @@ func (q *Sequencer) sequence(ctx context.Context) (int, error) {
 			SELECT time, type, kind, resource_id, parent_id, generation, version FROM moved ORDER BY id
 			RETURNING seq
 		)
-		SELECT EXISTS (SELECT 1 FROM lease), n, CASE WHEN n > 0 THEN pg_notify($2, head::text) END IS NULL
+		SELECT EXISTS (SELECT 1 FROM lease), (SELECT alone FROM legacy), n,
+			CASE WHEN n > 0 THEN pg_notify($2, head::text) END IS NULL
 		FROM (SELECT count(*) AS n, max(seq) AS head FROM added) AS batch`,
-		sequenceBatch, eventsChannel, q.lease.name, q.lease.holder).Scan(&held, &n, new(bool))
+		sequenceBatch, eventsChannel, q.lease.name, q.lease.holder, legacySequencerLock).Scan(&held, &alone, &n, new(bool))
 	if err != nil {
 		return 0, fmt.Errorf("sequence staged events: %w", err)
 	}
 	if !held {
 		return 0, ErrLeaseLost
 	}
+	if !alone {
+		if !q.legacyWait {
+			q.cfg.Log.Warn("an older replica's sequencer holds the advisory lock; waiting for it to stop (a rolling upgrade)")
+		}
+		q.legacyWait = true
+		return 0, nil
+	}
+	q.legacyWait = false
 	q.sequenced.Add(float64(n))
 	return n, nil
 }

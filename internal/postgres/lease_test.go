@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/test/harness"
+	"github.com/hyperfleet/hyperfleet/test/logbuf"
 )
 
 // freezableProxy forwards TCP connections to upstream until frozen: then it stops forwarding in both directions
@@ -109,11 +111,17 @@ func (p *freezableProxy) close() {
 // runSequencer runs a sequencer on dsn until the test ends.
 func runSequencer(tb testing.TB, dsn string) {
 	tb.Helper()
+	runSequencerLogging(tb, dsn, io.Discard)
+}
+
+// runSequencerLogging is runSequencer with the sequencer's log written to log.
+func runSequencerLogging(tb testing.TB, dsn string, log io.Writer) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pool, err := postgres.OpenFeedPool(ctx, dsn)
 	require.NoError(tb, err)
 	q, err := postgres.NewSequencer(postgres.SequencerConfig{Pool: pool, Retention: time.Hour, MaxEvents: 1_000_000,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.NewTextHandler(log, nil))})
 	require.NoError(tb, err)
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
@@ -205,4 +213,35 @@ func TestLeaseLostEndsTheJob(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, other.Lead(ctx, func(context.Context) error { ran = true; return nil }))
 	require.True(t, ran, "an expired lease is taken")
+}
+
+// During a rolling upgrade an older replica's sequencer holds the session advisory lock that elected sequencers
+// before the lease: a new sequencer holding the lease numbers nothing until that lock is gone, so that two never
+// number at once (which could commit a lower number after a higher one, and make readers skip it).
+func TestSequencerWaitsForAnOlderReplica(t *testing.T) {
+	dsn := harness.NewDatabase(t)
+	ctx := t.Context()
+	old, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer func() { _ = old.Close(context.Background()) }()
+	require.NoError(t, old.QueryRow(ctx, "SELECT pg_advisory_lock($1)", 0x48465351).Scan(new(any)))
+	db, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer func() { _ = db.Close(context.Background()) }()
+	_, err = db.Exec(ctx, `INSERT INTO event_staging (type, kind, resource_id, generation, version)
+		VALUES ('updated', 'Cluster', gen_random_uuid(), 1, 1)`)
+	require.NoError(t, err)
+
+	var log logbuf.Buffer
+	runSequencerLogging(t, dsn, &log)
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "older replica") }, 30*time.Second, 10*time.Millisecond)
+	var n int64
+	require.NoError(t, db.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&n))
+	require.Zero(t, n, "nothing numbered while the older sequencer may work")
+
+	_, err = old.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return db.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&n) == nil && n == 1
+	}, 30*time.Second, 10*time.Millisecond, "numbered once the older sequencer is gone")
 }
