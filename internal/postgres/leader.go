@@ -141,7 +141,9 @@ func (l *Lease) renew(ctx context.Context) (bool, error) {
 // OpenFeedPool opens the change feed's own small pool of sessions (the sequencer's, the leases', the listener's),
 // apart from the requests' pool so that a burst of requests cannot starve a lease's renewal. Its sessions ask for
 // TCP keepalives and a TCP user timeout on both ends, so that a dead peer is noticed in seconds rather than
-// hours: the client's end fails the session's statements, the server's end ends the session.
+// hours: the client's end fails the session's statements, the server's end ends the session. A session that froze
+// between a statement and its Sync (its transaction open, the lease row locked) is ended by the server after 10 s
+// idle in that transaction, so that it cannot block a takeover either.
 func OpenFeedPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -151,7 +153,7 @@ func OpenFeedPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg.MinConns = 0
 	cfg.HealthCheckPeriod = 5 * time.Second
 	for k, v := range map[string]int{"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 2, "tcp_keepalives_count": 3,
-		"tcp_user_timeout": 10000} {
+		"tcp_user_timeout": 10000, "idle_in_transaction_session_timeout": 10000} {
 		cfg.ConnConfig.RuntimeParams[k] = strconv.Itoa(v)
 	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second,
