@@ -40,7 +40,8 @@ COPY --from=build /rootfs/ /
 COPY --from=build --chown=65532:65532 /home-nonroot /home/nonroot
 USER 65532:65532
 # An image is for deployments: production defaults (listeners on every interface rather than loopback, the database
-# certificate verified, per-identity rate limits; no embedded database, no development tokens).
+# certificate verified, per-identity rate limits; no embedded database, no development tokens, and no serving
+# without --enable-jwt, or --insecure-no-auth on loopback: test/deploy checks both).
 ENV HOME=/home/nonroot HYPERFLEET_ENV=production
 # API, health (/healthz, /readyz), metrics.
 EXPOSE 8000 8080 9090

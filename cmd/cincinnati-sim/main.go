@@ -1,8 +1,9 @@
 // Command cincinnati-sim serves a simulated Cincinnati (OpenShift update service) graph API for development and
 // tests: fixture graphs from a directory (<channel>_<arch>.json) over a generated release series, with the admin
-// endpoints (/admin/publish, /admin/remove, /admin/fault) for publishing releases and injecting faults. With
-// --state-file, releases published or removed through the admin endpoints survive a restart. Logs are JSON on
-// stderr. Each flag is also read from HYPERFLEET_<FLAG>.
+// endpoints (/admin/publish, /admin/remove, /admin/conditional-edge, /admin/remove-edge, /admin/fault) for
+// publishing and pulling releases, gating or removing update edges and injecting faults. With --state-file, the
+// changes made through the admin endpoints (all but faults) survive a restart. Logs are JSON on stderr. Each flag is
+// also read from HYPERFLEET_<FLAG>.
 //
 //	cincinnati-sim --listen 127.0.0.1:9400 --series-minors 4.15,4.16,4.17 --series-patches 12 --fixtures ./fixtures
 package main

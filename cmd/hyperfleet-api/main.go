@@ -56,9 +56,16 @@ type options struct {
 	requiredAdapters []string
 	logLevel         string
 	rateLimit        optionalFloat
+	adapterRateLimit optionalFloat
 	gcPercent        int
 	memoryLimitMiB   int64
+	checkConfig      bool
 }
+
+// adapterRateFactor is the adapters' default budget over a user's: one version resolver settled on 10,000 streams
+// needs 100 requests/s on average (docs/performance.md), the whole of a user's budget, and its first pass several
+// times that.
+const adapterRateFactor = 10
 
 // optionalFloat is a float flag that knows whether it was given (on the command line or as HYPERFLEET_<FLAG>), so
 // that the environment's default applies when it was not. Unset, it shows no value, which keeps pflag from
@@ -137,7 +144,15 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		rateLimit = 100
 	}
 	o.cfg.RateLimit = o.rateLimit.or(rateLimit)
-	api, health, metrics := server.DefaultBindAddresses(o.cfg.Env)
+	o.cfg.AdapterRateLimit = o.adapterRateLimit.or(rateLimit * adapterRateFactor)
+	// --enable-jwt implies authorization: authenticated callers without roles would all be admins. Only an
+	// explicit --enable-authz=false (or HYPERFLEET_ENABLE_AUTHZ=false) keeps it off.
+	if f := cmd.Flags().Lookup("enable-authz"); f != nil && o.cfg.EnableJWT && !f.Changed {
+		if _, set := os.LookupEnv(command.EnvVar("enable-authz")); !set {
+			o.cfg.EnableAuthz = true
+		}
+	}
+	api, health, metrics := server.DefaultBindAddresses(o.cfg.Env, o.cfg.InsecureNoAuth)
 	o.cfg.APIBindAddress = cmp.Or(o.cfg.APIBindAddress, api)
 	o.cfg.HealthBindAddress = cmp.Or(o.cfg.HealthBindAddress, health)
 	o.cfg.MetricsBindAddress = cmp.Or(o.cfg.MetricsBindAddress, metrics)
@@ -170,6 +185,13 @@ func newServeCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.checkConfig {
+				if err := o.cfg.ValidateServe(); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "configuration ok")
+				return err
+			}
 			tuneGC(log, o.gcPercent, o.memoryLimitMiB)
 			srv, err := server.New(cmd.Context(), o.cfg, log)
 			if err != nil {
@@ -188,15 +210,18 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.DurationVar(&o.cfg.HTTPWriteTimeout, "http-write-timeout", 30*time.Second, "maximum time to write a response")
 	fs.DurationVar(&o.cfg.HTTPIdleTimeout, "http-idle-timeout", 2*time.Minute, "keep-alive idle timeout")
 	fs.DurationVar(&o.cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long SIGTERM waits for in-flight requests")
-	fs.BoolVar(&o.cfg.EnableJWT, "enable-jwt", false, "require bearer JWTs (RS256/ES256)")
-	fs.BoolVar(&o.cfg.EnableAuthz, "enable-authz", false, "enforce roles viewer, user, adapter, admin (needs --enable-jwt)")
+	fs.BoolVar(&o.cfg.EnableJWT, "enable-jwt", false, "require bearer JWTs (RS256/ES256); required with HYPERFLEET_ENV=production unless --insecure-no-auth")
+	fs.BoolVar(&o.cfg.EnableAuthz, "enable-authz", false, "enforce roles viewer, user, platform, adapter, admin (needs --enable-jwt; on with it unless given as false)")
+	fs.BoolVar(&o.cfg.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication where production would refuse it: every caller is an admin, "+
+		"and every listener must be (and by default is) on loopback")
+	fs.BoolVar(&o.checkConfig, "check-config", false, "check the flags and environment as serve would, print \"configuration ok\" and exit, without opening the database or listening")
 	fs.StringVar(&o.cfg.JWT.JWKSURL, "jwk-cert-url", "", "JWKS URL of the token issuer, refreshed for key rotation")
-	fs.StringVar(&o.cfg.JWT.JWKSFile, "jwk-cert-file", "", "JWKS or PEM public key file of the token issuer")
+	fs.StringVar(&o.cfg.JWT.JWKSFile, "jwk-cert-file", "", "JWKS or PEM public key file of the token issuer; reloaded when it changes (a bad new file keeps the old keys)")
 	fs.StringVar(&o.cfg.JWT.Issuer, "jwt-issuer", "", "required iss claim")
 	fs.StringVar(&o.cfg.JWT.Audience, "jwt-audience", "", "required aud claim")
 	fs.StringVar(&o.cfg.JWT.IdentityClaim, "jwt-identity-claim", "sub", "claim that names the caller")
 	fs.StringVar(&o.cfg.JWT.RolesClaim, "jwt-roles-claim", "roles", "claim with the caller's roles (ignored with --acl-file)")
-	fs.StringVar(&o.cfg.ACLFile, "acl-file", "", "YAML/JSON file mapping identities to roles and adapter names (see pkg/auth)")
+	fs.StringVar(&o.cfg.ACLFile, "acl-file", "", "YAML/JSON file mapping identities to roles and adapter names (docs/security.md); reloaded when it changes (a bad new file keeps the old one)")
 	fs.BoolVar(&o.cfg.EnableHTTPS, "enable-https", false, "serve the API over TLS")
 	fs.BoolVar(&o.cfg.EnableHealthHTTPS, "enable-health-https", false, "serve health over TLS")
 	fs.BoolVar(&o.cfg.EnableMetricsHTTPS, "enable-metrics-https", false, "serve metrics over TLS")
@@ -204,6 +229,9 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.HTTPSKeyFile, "https-key-file", "", "PEM private key for the TLS listeners")
 	fs.Var(&o.rateLimit, "rate-limit", "requests per second each identity may make, 0 for unlimited (default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)")
 	fs.IntVar(&o.cfg.RateBurst, "rate-limit-burst", 0, "burst above --rate-limit (default: one second's worth)")
+	fs.Var(&o.adapterRateLimit, "adapter-rate-limit", "requests per second each adapter identity may make per shard (its X-Hyperfleet-Shard), in place of --rate-limit, 0 for unlimited "+
+		"(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)")
+	fs.IntVar(&o.cfg.AdapterRateBurst, "adapter-rate-limit-burst", 0, "burst above --adapter-rate-limit (default: one second's worth)")
 	fs.BoolVar(&o.cfg.EnableTracing, "enable-tracing", false, "export OpenTelemetry traces over OTLP/HTTP")
 	fs.StringVar(&o.cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: the OTEL_EXPORTER_OTLP_* environment)")
 	fs.Float64Var(&o.cfg.TraceSampleRatio, "trace-sample-ratio", 1, "share of new traces kept, 0–1")

@@ -107,7 +107,7 @@ func TestTokenCommandMintsWhatServeAccepts(t *testing.T) {
 
 func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 	loopback := server.Config{APIBindAddress: "127.0.0.1:8000", HealthBindAddress: "127.0.0.1:8080", MetricsBindAddress: "127.0.0.1:9090"}
-	everywhere := server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100}
+	everywhere := server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100, AdapterRateLimit: 1000}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -127,12 +127,17 @@ func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 		{
 			name: "the environment wins in production",
 			env:  map[string]string{"HYPERFLEET_ENV": "production", "HYPERFLEET_HEALTH_SERVER_BINDADDRESS": "127.0.0.1:8081", "HYPERFLEET_RATE_LIMIT": "0"},
-			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8081", MetricsBindAddress: ":9090"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: "127.0.0.1:8081", MetricsBindAddress: ":9090", AdapterRateLimit: 1000},
 		},
 		{
 			name: "an explicit 0 is unlimited in production",
-			env:  map[string]string{"HYPERFLEET_ENV": "production"}, args: []string{"--rate-limit", "0"},
+			env:  map[string]string{"HYPERFLEET_ENV": "production"}, args: []string{"--rate-limit", "0", "--adapter-rate-limit", "0"},
 			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090"},
+		},
+		{
+			name: "the adapters' budget is its own",
+			env:  map[string]string{"HYPERFLEET_ENV": "production", "HYPERFLEET_ADAPTER_RATE_LIMIT": "250"},
+			want: server.Config{APIBindAddress: ":8000", HealthBindAddress: ":8080", MetricsBindAddress: ":9090", RateLimit: 100, AdapterRateLimit: 250},
 		},
 	}
 	for _, tt := range tests {
@@ -147,7 +152,7 @@ func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 			_, err := o.finish(cmd)
 			require.NoError(t, err)
 			got := server.Config{APIBindAddress: o.cfg.APIBindAddress, HealthBindAddress: o.cfg.HealthBindAddress,
-				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit}
+				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit, AdapterRateLimit: o.cfg.AdapterRateLimit}
 			require.Equal(t, tt.want, got)
 		})
 	}
@@ -173,6 +178,7 @@ func TestServeHelpStatesEachDefaultOnce(t *testing.T) {
 	}{
 		{"--rate-limit", "--rate-limit float"},
 		{"--rate-limit", "(default: 100 with HYPERFLEET_ENV=production, unlimited otherwise)"},
+		{"--adapter-rate-limit", "(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)"},
 		{"--api-server-bindaddress", "(default: 127.0.0.1:8000, loopback; :8000, every interface, with HYPERFLEET_ENV=production)"},
 		{"--health-server-bindaddress", "(default: 127.0.0.1:8080; :8080 with HYPERFLEET_ENV=production)"},
 		{"--metrics-server-bindaddress", "(default: 127.0.0.1:9090; :9090 with HYPERFLEET_ENV=production)"},
@@ -194,4 +200,68 @@ func TestVersionFlagPrintsVersionAndBuild(t *testing.T) {
 	cmd.SetArgs([]string{"--version"})
 	require.NoError(t, cmd.ExecuteContext(context.Background()))
 	require.Equal(t, "hyperfleet-api version "+command.Version()+" ("+command.Build()+")\n", out.String())
+}
+
+// TestEnableJWTImpliesAuthorization: authenticated callers without role checks would all be admins, so
+// --enable-jwt turns authorization on unless --enable-authz=false (or its variable) says otherwise.
+func TestEnableJWTImpliesAuthorization(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		wantAuthz bool
+	}{
+		{name: "jwt alone", args: []string{"--enable-jwt"}, wantAuthz: true},
+		{name: "jwt from the environment", env: map[string]string{"HYPERFLEET_ENABLE_JWT": "true"}, wantAuthz: true},
+		{name: "explicitly off", args: []string{"--enable-jwt", "--enable-authz=false"}},
+		{name: "explicitly off in the environment", env: map[string]string{"HYPERFLEET_ENABLE_AUTHZ": "false"}, args: []string{"--enable-jwt"}},
+		{name: "neither", args: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			o := &options{}
+			cmd := newServeCommand(o)
+			require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, tt.args...)))
+			_, err := o.finish(cmd)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantAuthz, o.cfg.EnableAuthz)
+		})
+	}
+}
+
+// TestServeCheckConfigAppliesTheProductionRule runs serve --check-config as the image would run serve: production
+// without authentication is refused, and --insecure-no-auth serves on loopback only.
+func TestServeCheckConfigAppliesTheProductionRule(t *testing.T) {
+	jwt := []string{"--enable-jwt", "--jwk-cert-url", "https://sso.example.com/certs", "--jwt-issuer", "https://sso.example.com", "--jwt-audience", "hyperfleet"}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "the image's defaults", wantErr: "production needs authentication and authorization"},
+		{name: "jwt with authz explicitly off", args: append([]string{"--enable-authz=false"}, jwt...), wantErr: "production needs authentication and authorization"},
+		{name: "jwt implies authz", args: jwt},
+		{name: "insecure-no-auth keeps its listeners on loopback", args: []string{"--insecure-no-auth"}},
+		{name: "insecure-no-auth refuses every interface", args: []string{"--insecure-no-auth", "--api-server-bindaddress", "0.0.0.0:8000"}, wantErr: "not a loopback address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HYPERFLEET_ENV", "production")
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetArgs(append([]string{"serve", "--check-config", "--db-url", "postgres://db.example.com/x"}, tt.args...))
+			err := cmd.ExecuteContext(context.Background())
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, "configuration ok\n", out.String())
+		})
+	}
 }

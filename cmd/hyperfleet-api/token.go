@@ -45,11 +45,9 @@ printed on stderr to accept such tokens.`,
 			}
 			parsed := make([]auth.Role, 0, len(roles))
 			for _, r := range roles {
-				role := auth.Role(strings.TrimSpace(r))
-				switch role {
-				case auth.RoleViewer, auth.RoleUser, auth.RoleAdapter, auth.RoleAdmin:
-				default:
-					return fmt.Errorf("--roles: unknown role %q: want viewer, user, adapter or admin", r)
+				role, err := auth.ParseRole(strings.TrimSpace(r))
+				if err != nil {
+					return fmt.Errorf("--roles: %w", err)
 				}
 				parsed = append(parsed, role)
 			}
@@ -69,7 +67,7 @@ printed on stderr to accept such tokens.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&subject, "subject", "developer", "the identity (sub claim)")
-	fs.StringSliceVar(&roles, "roles", []string{"user"}, "roles: viewer, user, adapter, admin")
+	fs.StringSliceVar(&roles, "roles", []string{"user"}, "roles: viewer, user, platform, adapter, admin")
 	fs.StringVar(&adapter, "adapter", "", "with role adapter: the adapter name it may report as")
 	fs.DurationVar(&ttl, "ttl", 12*time.Hour, "lifetime")
 	fs.StringVar(&dir, "dir", defaultDevIssuerDir(), "where the development signing key and JWKS live")

@@ -63,10 +63,10 @@ func (s *stack) banner() string {
 	}
 	token, err := s.tokens.userToken()
 	if err != nil {
-		p("No user token (%v); mint one with %s token --subject %s --roles user", err, apiTool, userSubject)
+		p("No user token (%v); mint one with %s token --subject %s --roles user,platform", err, apiTool, userSubject)
 		return b.String()
 	}
-	p("User token (subject %s, role user, valid %s; also in %s):", userSubject, userTokenTTL, s.dev(fileUserToken))
+	p("User token (subject %s, roles user and platform, valid %s; also in %s):", userSubject, userTokenTTL, s.dev(fileUserToken))
 	p("  %s", token)
 	p("Log the CLI in:")
 	p("  %s login --server %s --token-file %s", cli, api, s.dev(fileUserToken))

@@ -42,7 +42,7 @@ type demoResource struct {
 func (s *stack) seed(ctx context.Context, log *slog.Logger) error {
 	opts := []api.ClientOption{api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})}
 	if s.tokens != nil {
-		token, err := s.tokens.mint("hyperfleet-dev", 10*time.Minute, auth.RoleUser)
+		token, err := s.tokens.mint("hyperfleet-dev", 10*time.Minute, auth.RolePlatform)
 		if err != nil {
 			return err
 		}

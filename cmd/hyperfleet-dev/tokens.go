@@ -21,6 +21,10 @@ const (
 	userSubject     = "developer"
 )
 
+// userRoles are the developer's: user for clusters and node pools, and platform for the demo's VersionStream and
+// UpgradeSchedule, which a development run's developer operates as well.
+func userRoles() []auth.Role { return []auth.Role{auth.RoleUser, auth.RolePlatform} }
+
 // devTokens mints the tokens of a development run: one per adapter in a file it re-reads, and one for the user.
 type devTokens struct {
 	issuer *auth.DevIssuer
@@ -53,7 +57,7 @@ func (t *devTokens) mintAll() error {
 			return err
 		}
 	}
-	token, err := t.mint(userSubject, userTokenTTL, auth.RoleUser)
+	token, err := t.mint(userSubject, userTokenTTL, userRoles()...)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ const (
 		"created_time": "2026-01-01T00:00:00Z", "updated_time": "2026-01-01T00:30:00Z", "created_by": "alice", "updated_by": "alice"}`
 	goldenCluster2 = `{"id": "22222222-2222-4222-8222-222222222222", "kind": "Cluster", "href": "/api/hyperfleet/v1/clusters/22222222-2222-4222-8222-222222222222",
 		"name": "prod-east", "labels": {}, "generation": 1, "resource_version": "3",
-		"spec": {"version_stream": "stable-4-16", "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
+		"spec": {"version_stream": "stable-4-16", "paused": true, "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
 		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"}]},
 		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob"}`
 	goldenPool = `{"id": "33333333-3333-4333-8333-333333333333", "kind": "NodePool", "href": "/api/hyperfleet/v1/clusters/11111111-1111-4111-8111-111111111111/nodepools/33333333-3333-4333-8333-333333333333",

@@ -17,7 +17,7 @@ func TestLoginSavesACheckedToken(t *testing.T) {
 	s := startAPI(t, true)
 	c := newCLI(t, s)
 	configPath := filepath.Join(c.env["XDG_CONFIG_HOME"], "hyperfleet", "config.yaml")
-	alice := s.mint("alice", auth.RoleUser)
+	alice := s.mint("alice", auth.RoleUser, auth.RolePlatform) // platform: the tests create version streams as her
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(alice+"\n"), 0o600))
 

@@ -2,7 +2,11 @@
 // HyperShift, for development and end-to-end tests: it adds HyperShift's finalizer to HostedClusters, reports
 // each release image as a rollout that completes after --delay (Available, version history, API endpoint,
 // kubeconfig), and lets deleted HostedClusters go after --deletion-delay. Logs are JSON on stderr. With
-// --health-bind-address it serves /healthz (the process runs) and /readyz (HostedClusters listed and simulated).
+// --health-bind-address it serves /healthz (the process runs), /readyz (HostedClusters listed and simulated) and
+// /admin/fail, which makes a release's rollouts fail (Degraded or stuck) on all HostedClusters or a share:
+//
+//	curl -X POST localhost:9600/admin/fail -d '{"version": "4.16.4", "mode": "Degraded", "percent": 30}'
+//	curl -X DELETE 'localhost:9600/admin/fail?version=4.16.4'
 //
 //	hypershift-sim --kubeconfig ~/.kube/config --namespace clusters --delay 5s --health-bind-address 127.0.0.1:9600
 package main
@@ -62,7 +66,7 @@ func (cfg *config) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&cfg.deletionDelay, "deletion-delay", cfg.deletionDelay, "how long after a deletion the finalizer is removed")
 	fs.StringVar(&cfg.version, "fallback-version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests) when no hyperfleet.io/release-version annotation does")
 	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
-	fs.StringVar(&cfg.healthAddr, "health-bind-address", "", "address of /healthz and /readyz (empty: none)")
+	fs.StringVar(&cfg.healthAddr, "health-bind-address", "", "address of /healthz, /readyz and /admin/fail (empty: none)")
 }
 
 // run simulates HyperShift on the cluster cfg points at until ctx is done.
@@ -79,7 +83,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("client: %w", err)
 	}
 	logger.Info("connecting", "server", restCfg.Host, "version", command.Version())
+	failures := &hypershiftsim.Failures{}
 	sim := hypershiftsim.New(client, hypershiftsim.Options{
+		Failures:      failures,
 		Namespace:     cfg.namespace,
 		Delay:         cfg.delay,
 		DeletionDelay: cfg.deletionDelay,
@@ -99,7 +105,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return command.Serve(ctx, ln, healthHandler(sim), logger) })
+	g.Go(func() error {
+		return command.Serve(ctx, ln, healthHandler(sim, hypershiftsim.AdminHandler(failures)), logger)
+	})
 	g.Go(func() error {
 		defer stop()
 		return sim.Run(ctx)
@@ -110,9 +118,11 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 // readiness is what /readyz asks of the simulator.
 type readiness interface{ Ready() bool }
 
-// healthHandler answers /healthz while the process serves and /readyz once the simulator works on HostedClusters.
-func healthHandler(r readiness) http.Handler {
+// healthHandler answers /healthz while the process serves and /readyz once the simulator works on HostedClusters,
+// and hands /admin/ to admin.
+func healthHandler(r readiness, admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/admin/", admin)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !r.Ready() {

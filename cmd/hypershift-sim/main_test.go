@@ -170,11 +170,12 @@ func TestHealthHandler(t *testing.T) {
 		{"not ready while starting", false, "/readyz", http.StatusServiceUnavailable},
 		{"ready once simulating", true, "/readyz", http.StatusOK},
 		{"unknown path", true, "/metrics", http.StatusNotFound},
+		{"the release failures", true, "/admin/fail", http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			healthHandler(fixedReadiness(tt.ready)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, http.NoBody))
+			healthHandler(fixedReadiness(tt.ready), hypershiftsim.AdminHandler(&hypershiftsim.Failures{})).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, http.NoBody))
 			require.Equal(t, tt.status, rec.Code)
 		})
 	}

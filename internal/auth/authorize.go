@@ -2,6 +2,8 @@ package auth
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
@@ -21,6 +23,12 @@ const (
 	ActionWriteStatus
 	// ActionForceDelete removes a resource without waiting for its adapters to finalize it.
 	ActionForceDelete
+	// ActionWritePlatform covers creating, patching and (non-forced) deleting platform objects: the resources of a
+	// kind every cluster shares (VersionStreams, UpgradeSchedules), whose change rolls every cluster that names them.
+	ActionWritePlatform
+	// ActionForceTransition is applying a change the kind's transition rules refuse (a VersionStream's minor going
+	// backwards or skipping minors), on top of the write itself.
+	ActionForceTransition
 )
 
 // String returns the action as it reads in messages and logs.
@@ -36,6 +44,10 @@ func (a Action) String() string {
 		return "write statuses"
 	case ActionForceDelete:
 		return "force-delete"
+	case ActionWritePlatform:
+		return "write platform objects"
+	case ActionForceTransition:
+		return "force a transition"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -52,17 +64,17 @@ const AnyAdapter = "*"
 // An action that is not one of the constants is a programming error and gets a plain (internal) error, not a 403.
 func Authorize(id Identity, action Action, adapter string) error {
 	if id.HasRole(RoleAdmin) {
-		if action < ActionRead || action > ActionForceDelete {
+		if action < ActionRead || action > ActionForceTransition {
 			return fmt.Errorf("auth: unknown action %d", int(action))
 		}
 		return nil
 	}
 	switch action {
 	case ActionRead:
-		if id.HasRole(RoleViewer) || id.HasRole(RoleUser) || id.HasRole(RoleAdapter) {
+		if id.HasRole(RoleViewer) || id.HasRole(RoleUser) || id.HasRole(RolePlatform) || id.HasRole(RoleAdapter) {
 			return nil
 		}
-		return forbidden("reading requires role viewer, user, adapter or admin")
+		return forbidden("reading requires role viewer, user, platform, adapter or admin")
 	case ActionWriteResource:
 		if id.HasRole(RoleUser) {
 			return nil
@@ -84,8 +96,36 @@ func Authorize(id Identity, action Action, adapter string) error {
 		return nil
 	case ActionForceDelete:
 		return forbidden("force-deleting requires role admin")
+	case ActionWritePlatform:
+		if id.HasRole(RolePlatform) {
+			return nil
+		}
+		return forbidden("creating, changing or deleting platform objects (version streams, upgrade schedules) requires role platform or admin")
+	case ActionForceTransition:
+		return forbidden("force=true (a change the kind's rules refuse) requires role admin")
 	}
 	return fmt.Errorf("auth: unknown action %d", int(action))
+}
+
+// AuthorizeReportKind returns nil if id may report statuses on resources of a kind (its name and plural) whose
+// required adapters are required, and a *resource.Error with resource.CodeForbidden otherwise. Call it after
+// Authorize allowed ActionWriteStatus for the report's adapter. An admin may report on any kind; an adapter only on
+// kinds that require its adapter or that the ACL file lists for it, so that a compromised or misconfigured adapter
+// cannot write conditions on resources it has no business with.
+func AuthorizeReportKind(id Identity, kind, plural string, required []string) error {
+	if id.HasRole(RoleAdmin) {
+		return nil
+	}
+	if id.Adapter != "" && slices.Contains(required, id.Adapter) {
+		return nil
+	}
+	for _, k := range id.Kinds {
+		if strings.EqualFold(k, kind) || strings.EqualFold(k, plural) {
+			return nil
+		}
+	}
+	return forbidden(fmt.Sprintf("adapter %q may report only on kinds that require it or that the ACL file lists for it, and %s is neither",
+		id.Adapter, kind))
 }
 
 func forbidden(msg string) error {

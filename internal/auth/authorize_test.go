@@ -17,6 +17,7 @@ func TestAuthorize(t *testing.T) {
 		"user":                       {Subject: "u", Roles: []Role{RoleUser}},
 		"adapter":                    {Subject: "a", Roles: []Role{RoleAdapter}, Adapter: own},
 		"admin":                      {Subject: "r", Roles: []Role{RoleAdmin}},
+		"platform":                   {Subject: "p", Roles: []Role{RolePlatform}},
 		"viewer+user":                {Subject: "vu", Roles: []Role{RoleViewer, RoleUser}},
 		"adapter no name":            {Subject: "a2", Roles: []Role{RoleAdapter}},
 		"adapter claim without role": {Subject: "x", Adapter: own},
@@ -28,7 +29,7 @@ func TestAuthorize(t *testing.T) {
 		adapter string
 		ok      string
 	}{
-		{caller: "nobody", action: ActionRead, ok: "reading requires role viewer, user, adapter or admin"},
+		{caller: "nobody", action: ActionRead, ok: "reading requires role viewer, user, platform, adapter or admin"},
 		{caller: "nobody", action: ActionWriteResource, ok: "requires role user or admin"},
 		{caller: "nobody", action: ActionWriteInternalFields, ok: "requires role admin"},
 		{caller: "nobody", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
@@ -66,6 +67,21 @@ func TestAuthorize(t *testing.T) {
 		{caller: "admin", action: ActionWriteStatus, adapter: "anyone"},
 		{caller: "admin", action: ActionForceDelete},
 
+		{caller: "nobody", action: ActionWritePlatform, ok: "requires role platform or admin"},
+		{caller: "viewer", action: ActionWritePlatform, ok: "requires role platform or admin"},
+		{caller: "user", action: ActionWritePlatform, ok: "platform objects (version streams, upgrade schedules) requires role platform or admin"},
+		{caller: "adapter", action: ActionWritePlatform, ok: "requires role platform or admin"},
+		{caller: "platform", action: ActionWritePlatform},
+		{caller: "admin", action: ActionWritePlatform},
+		{caller: "platform", action: ActionRead},
+		{caller: "platform", action: ActionWriteResource, ok: "requires role user or admin"},
+		{caller: "platform", action: ActionWriteInternalFields, ok: "requires role admin"},
+		{caller: "platform", action: ActionWriteStatus, adapter: AnyAdapter, ok: "requires role adapter"},
+		{caller: "platform", action: ActionForceDelete, ok: "requires role admin"},
+		{caller: "platform", action: ActionForceTransition, ok: "requires role admin"},
+		{caller: "user", action: ActionForceTransition, ok: "requires role admin"},
+		{caller: "admin", action: ActionForceTransition},
+
 		{caller: "viewer+user", action: ActionWriteResource},
 		{caller: "viewer+user", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},
 		{caller: "adapter no name", action: ActionRead},
@@ -91,5 +107,32 @@ func TestAuthorizeUnknownActionIsInternal(t *testing.T) {
 		err := Authorize(id, Action(0), "")
 		require.Error(t, err)
 		require.Equal(t, resource.CodeInternal, resource.ErrorCode(err), "a programming error, not a 403")
+	}
+}
+
+func TestAuthorizeReportKind(t *testing.T) {
+	required := []string{"hostedcluster-applier"}
+	tests := []struct {
+		name string
+		id   Identity
+		ok   bool
+	}{
+		{name: "required adapter", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "hostedcluster-applier"}, ok: true},
+		{name: "another adapter", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns"}},
+		{name: "another adapter listed for the kind", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"cluster"}}, ok: true},
+		{name: "listed by plural", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"clusters"}}, ok: true},
+		{name: "listed for another kind", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}, Adapter: "dns", Kinds: []string{"nodepool"}}},
+		{name: "no adapter name", id: Identity{Subject: "a", Roles: []Role{RoleAdapter}}},
+		{name: "admin", id: Identity{Subject: "r", Roles: []Role{RoleAdmin}}, ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := AuthorizeReportKind(tt.id, "Cluster", "clusters", required)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			requireCode(t, err, resource.CodeForbidden, "may report only on kinds that require it or that the ACL file lists for it, and Cluster is neither")
+		})
 	}
 }

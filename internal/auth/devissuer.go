@@ -96,7 +96,7 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 		names := make([]string, len(roles))
 		for i, r := range roles {
 			if !r.known() {
-				return "", fmt.Errorf("dev issuer: unknown role %q: want one of viewer, user, adapter, admin", r)
+				return "", fmt.Errorf("dev issuer: unknown role %q: want one of viewer, user, platform, adapter, admin", r)
 			}
 			names[i] = string(r)
 		}

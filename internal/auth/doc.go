@@ -20,23 +20,29 @@
 // # Roles
 //
 //   - viewer reads.
-//   - user reads and creates, patches and deletes resources, but never writes statuses or internal spec fields.
-//   - adapter reads and writes statuses, and only statuses reported under its own adapter name.
-//   - admin may do everything, including internal fields and force-delete.
+//   - user reads and creates, patches and deletes resources, but never writes statuses or internal spec fields, and
+//     only reads platform objects.
+//   - platform reads and creates, patches and deletes platform objects (VersionStreams, UpgradeSchedules: the kinds
+//     every cluster shares, so that a change to one rolls every cluster naming it).
+//   - adapter reads and writes statuses, and only statuses reported under its own adapter name, on resources of
+//     the kinds that require that adapter or that the ACL file lists for it ([AuthorizeReportKind]).
+//   - admin may do everything, including internal fields, force-delete and forced transitions (force=true).
 //
 // # ACL file
 //
 // When the identity provider cannot put roles into tokens, an ACL file (YAML, or JSON, which is YAML too) grants
 // them by identity, the value of the identity claim:
 //
-//	# identity → roles (viewer, user or admin)
+//	# identity → roles (viewer, user, platform or admin)
 //	users:
 //	  alice@example.com: [user]
 //	  bob: [viewer]
 //	  carol: [viewer, user]
-//	# identity → adapter name (a DNS label); grants role adapter, reporting only as that adapter
+//	# identity → adapter name (a DNS label); grants role adapter, reporting only as that adapter, on the kinds
+//	# that require it, and on the kinds listed in the long form
 //	adapters:
 //	  svc-applier: hostedcluster-applier
+//	  svc-auditor: {adapter: auditor, kinds: [clusters, nodepools]}
 //	# identities with role admin
 //	admins: [root@example.com]
 //

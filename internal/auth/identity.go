@@ -14,23 +14,28 @@ const (
 	RoleUser    Role = "user"
 	RoleAdapter Role = "adapter"
 	RoleAdmin   Role = "admin"
+	// RolePlatform writes the platform objects that every cluster shares (VersionStreams, UpgradeSchedules): what
+	// a platform team holds without being admin of everything.
+	RolePlatform Role = "platform"
 )
 
-// known reports whether r is one of the four roles.
+// Roles returns every role, in the order messages list them.
+func Roles() []Role { return []Role{RoleViewer, RoleUser, RolePlatform, RoleAdapter, RoleAdmin} }
+
+// known reports whether r is one of the roles.
 func (r Role) known() bool {
-	switch r {
-	case RoleViewer, RoleUser, RoleAdapter, RoleAdmin:
-		return true
-	}
-	return false
+	return slices.Contains(Roles(), r)
 }
+
+// ParseRole returns s as a Role, or an error naming the valid roles.
+func ParseRole(s string) (Role, error) { return parseRole(s) }
 
 // parseRole returns s as a Role, or an error naming the valid roles.
 func parseRole(s string) (Role, error) {
 	if r := Role(s); r.known() {
 		return r, nil
 	}
-	return "", fmt.Errorf("unknown role %q: want one of viewer, user, adapter, admin", s)
+	return "", fmt.Errorf("unknown role %q: want one of viewer, user, platform, adapter, admin", s)
 }
 
 // Identity is an authenticated caller.
@@ -42,6 +47,9 @@ type Identity struct {
 	// Adapter is the adapter name the caller may report statuses as; meaningful only with RoleAdapter, and empty when
 	// none was granted, in which case the caller can report as no adapter at all.
 	Adapter string
+	// Kinds are the kinds (names or plurals, lower case) an ACL file lists for the adapter beyond the kinds that
+	// require it: an adapter reports only on those two sets (AuthorizeReportKind).
+	Kinds []string
 }
 
 // HasRole reports whether id holds r.

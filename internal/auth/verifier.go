@@ -37,8 +37,9 @@ type VerifierConfig struct {
 	// RefreshInterval and, at most once a minute, when a token names a kid the cached set lacks. Use https: whoever
 	// can alter the response can mint tokens.
 	JWKSURL string
-	// JWKSFile is a file holding a JWK Set (JSON) or one PEM public key or certificate (RSA, or EC on P-256). It is
-	// read once; a PEM key verifies every token whatever its kid, a JWK Set selects keys by kid.
+	// JWKSFile is a file holding a JWK Set (JSON) or one PEM public key or certificate (RSA, or EC on P-256).
+	// NewVerifier reads it once (the server builds a new Verifier when the file changes); a PEM key verifies every
+	// token whatever its kid, a JWK Set selects keys by kid.
 	JWKSFile string
 	// Issuer is the exact iss every token must carry.
 	Issuer string

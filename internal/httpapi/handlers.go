@@ -574,13 +574,18 @@ func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
+	force, err := k.s.forced(r)
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
 	var body patchBody
 	if err := decodeStrict(r, &body); err != nil {
 		k.fail(w, r, err)
 		return
 	}
 	ids := idsOf(r)
-	res, err := k.s.svc.Update(r.Context(), k.d, ids.parent, ids.id, resource.Patch{Labels: body.Labels, Spec: body.Spec}, ifMatch)
+	res, err := k.s.svc.Update(r.Context(), k.d, ids.parent, ids.id, resource.Patch{Labels: body.Labels, Spec: body.Spec, Force: force}, ifMatch)
 	if err != nil {
 		k.fail(w, r, err)
 		return

@@ -36,6 +36,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeDeleting:             http.StatusConflict,
 	resource.CodeVersionMismatch:      http.StatusPreconditionFailed,
 	resource.CodeInUse:                http.StatusConflict,
+	resource.CodeTransition:           http.StatusConflict,
 	resource.CodeStatusStale:          http.StatusConflict,
 	resource.CodeExpired:              http.StatusGone,
 	resource.CodeUnauthenticated:      http.StatusUnauthorized,

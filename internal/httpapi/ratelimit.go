@@ -9,7 +9,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
 // maxTrackedIdentities bounds the limiter table; past it, identities whose bucket has refilled (idle ones) are
@@ -58,18 +60,39 @@ func (l *identityLimiter) wait(identity string, now time.Time) time.Duration {
 }
 
 // rateLimit answers 429 with Retry-After once the caller's bucket is empty. It runs after authentication, so
-// the bucket is the caller's identity.
+// the bucket is the caller's identity; a caller with role adapter draws on the adapters' budget instead, one bucket
+// per identity and shard (api.ShardHeader), since one adapter identity's replicas split a whole fleet between them
+// and each needs what one fleet shard needs. The buckets are this replica's: behind a load balancer an identity
+// may make up to the limit times the number of replicas.
 func (s *Handler) rateLimit(next http.Handler) http.Handler {
-	if s.limiter == nil {
+	if s.limiter == nil && s.adapterLimiter == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d := s.limiter.wait(resource.CallerFrom(r.Context()).Name, time.Now()); d > 0 {
+		limiter, key, who := s.limiter, resource.CallerFrom(r.Context()).Name, "this identity"
+		if id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity); id.HasRole(auth.RoleAdapter) {
+			limiter, key, who = s.adapterLimiter, adapterBucket(id.Subject, r.Header.Get(api.ShardHeader)), "this adapter shard"
+		}
+		if limiter == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if d := limiter.wait(key, time.Now()); d > 0 {
 			seconds := int(math.Ceil(d.Seconds()))
 			w.Header().Set("Retry-After", strconv.Itoa(seconds))
-			writeError(w, r, s.log, resource.Errorf(resource.CodeRateLimited, "too many requests from this identity; retry in %d s", seconds))
+			writeError(w, r, s.log, resource.Errorf(resource.CodeRateLimited, "too many requests from %s; retry in %d s", who, seconds))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// adapterBucket names an adapter identity's bucket for the shard its replica sent (api.ShardHeader); requests
+// without a valid shard share the identity's unsharded bucket. An identity can claim at most api.MaxShardCount
+// buckets this way.
+func adapterBucket(subject, shard string) string {
+	if index, count, ok := api.ParseShard(shard); ok {
+		return subject + "\x00" + api.FormatShard(index, count)
+	}
+	return subject + "\x00"
 }

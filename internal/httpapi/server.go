@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,10 @@ type Config struct {
 	// bucket size (0: one second's worth).
 	RateLimit float64
 	RateBurst int
+	// AdapterRateLimit and AdapterRateBurst are the same for callers with role adapter, per identity and shard
+	// (api.ShardHeader), in place of RateLimit: an adapter's replicas reconcile a fleet (0: unlimited).
+	AdapterRateLimit float64
+	AdapterRateBurst int
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
 	// (lists then report an empty position).
 	Feed ChangeFeed
@@ -74,7 +79,9 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	limiter *identityLimiter
-	router  *mux.Router
+	// adapterLimiter is the adapters' budget, by identity and shard; nil: unlimited.
+	adapterLimiter *identityLimiter
+	router         *mux.Router
 }
 
 // NewHandler builds the router for kinds. It returns an error if a descriptor is malformed.
@@ -90,6 +97,9 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 	s.metrics = m
 	if cfg.RateLimit > 0 {
 		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AdapterRateLimit > 0 {
+		s.adapterLimiter = newIdentityLimiter(cfg.AdapterRateLimit, cfg.AdapterRateBurst)
 	}
 	r := mux.NewRouter()
 	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
@@ -114,6 +124,11 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 			return nil, fmt.Errorf("descriptor %s: only one level of parent is routed", d.Kind)
 		}
 		k := &kindHandler{s: s, d: d}
+		// Platform objects are shared by many clusters: writing one needs more than writing one's own resources.
+		write := auth.ActionWriteResource
+		if d.Platform {
+			write = auth.ActionWritePlatform
+		}
 		collection := "/" + d.Plural
 		if d.Parent != nil {
 			collection = "/" + d.Parent.Plural + "/{parent_id}/" + d.Plural
@@ -122,10 +137,10 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		}
 		item := collection + "/{id}"
 		resources.Handle(collection, k.route(auth.ActionRead, k.list)).Methods(http.MethodGet)
-		resources.Handle(collection, k.route(auth.ActionWriteResource, k.create)).Methods(http.MethodPost)
+		resources.Handle(collection, k.route(write, k.create)).Methods(http.MethodPost)
 		resources.Handle(item, k.route(auth.ActionRead, k.get)).Methods(http.MethodGet)
-		resources.Handle(item, k.route(auth.ActionWriteResource, k.patch)).Methods(http.MethodPatch)
-		resources.Handle(item, k.route(auth.ActionWriteResource, k.remove)).Methods(http.MethodDelete)
+		resources.Handle(item, k.route(write, k.patch)).Methods(http.MethodPatch)
+		resources.Handle(item, k.route(write, k.remove)).Methods(http.MethodDelete)
 		resources.Handle(item+"/statuses", k.route(auth.ActionRead, k.listStatuses)).Methods(http.MethodGet)
 		// The role is checked before the body is read; which adapter a report speaks for is in its body, so
 		// putStatus checks the adapter name once it has read it.
@@ -199,6 +214,34 @@ func (s *Handler) authorize(r *http.Request, action auth.Action, adapter string)
 	}
 	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
 	return auth.Authorize(id, action, adapter)
+}
+
+// authorizeReportKind checks that the request's identity may report on d's resources at all (auth.AuthorizeReportKind).
+func (s *Handler) authorizeReportKind(r *http.Request, d *resource.Descriptor) error {
+	if !s.cfg.Authorize {
+		return nil
+	}
+	id, _ := r.Context().Value(callerIdentityKey{}).(auth.Identity)
+	return auth.AuthorizeReportKind(id, d.Kind, d.Plural, d.RequiredAdapters)
+}
+
+// forced reads a PATCH's force query parameter (true: apply a change the kind's transition rules refuse), which
+// only admins may give.
+func (s *Handler) forced(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("force")
+	if v == "" {
+		return false, nil
+	}
+	force, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badParam("force", "must be true or false")
+	}
+	if force {
+		if err := s.authorize(r, auth.ActionForceTransition, ""); err != nil {
+			return false, err
+		}
+	}
+	return force, nil
 }
 
 // allow wraps a handler with the authorization of its route class.

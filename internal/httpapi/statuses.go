@@ -59,6 +59,10 @@ func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 		k.fail(w, r, err)
 		return
 	}
+	if err := k.s.authorizeReportKind(r, k.d); err != nil {
+		k.fail(w, r, err)
+		return
+	}
 	rep := conditions.Report{Adapter: body.Adapter, ObservedGeneration: body.ObservedGeneration, ObservedTime: body.ObservedTime,
 		Data: body.Data, Metadata: body.Metadata, Conditions: make([]conditions.Reported, len(body.Conditions))}
 	for i, c := range body.Conditions {

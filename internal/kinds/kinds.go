@@ -55,7 +55,8 @@ func Build(doc *schema.Document, table *api.KindTable, required map[string][]str
 		if r, ok := extra[k.Name]; ok {
 			spec = withRules{spec, r}
 		}
-		d := &resource.Descriptor{Kind: k.Name, Plural: k.Plural, Table: k.Plural, NameMin: k.NameMin, NameMax: k.NameMax, Spec: spec}
+		d := &resource.Descriptor{Kind: k.Name, Plural: k.Plural, Table: k.Plural, NameMin: k.NameMin, NameMax: k.NameMax, Spec: spec,
+			Platform: k.Platform, Transition: transitions()[k.Name]}
 		byKind[k] = d
 		set.All = append(set.All, d)
 	}

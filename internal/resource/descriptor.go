@@ -38,6 +38,13 @@ type Descriptor struct {
 	RequiredAdapters []string
 	// References are spec fields that name a live resource of another kind (a cluster's version_stream).
 	References []Reference
+	// Platform marks a kind that many resources share by reference (VersionStream, UpgradeSchedule): the HTTP edge
+	// lets only platform operators and admins write it.
+	Platform bool
+	// Transition, when set, checks a spec change against the stored spec (both defaulted) beyond what the schema
+	// and immutability say, e.g. a VersionStream's minor moving forward one at a time. It returns the refusal, nil
+	// when the change is allowed. A forced update (Patch.Force, admins only) skips it.
+	Transition func(before, after map[string]any) error
 }
 
 // Reference is a top-level spec field whose string value is the name of a live resource of a root kind. Creating

@@ -28,6 +28,7 @@ const (
 	CodeDeleting             Code = "HYPERFLEET-CNF-003" // the resource itself is being deleted
 	CodeVersionMismatch      Code = "HYPERFLEET-CNF-004" // If-Match named another version (ETag)
 	CodeInUse                Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
+	CodeTransition           Code = "HYPERFLEET-CNF-006" // a spec change the kind's rules refuse from the stored spec (a minor going back)
 	CodeStatusStale          Code = "HYPERFLEET-STS-001"
 	CodeExpired              Code = "HYPERFLEET-WAT-001" // a watch position older than the retained change feed
 	CodeUnauthenticated      Code = "HYPERFLEET-AUT-001"

@@ -158,6 +158,9 @@ type CreateInput struct {
 type Patch struct {
 	Labels json.RawMessage
 	Spec   json.RawMessage
+	// Force applies a spec change that the kind's transition rules (Descriptor.Transition) refuse. Only admins may
+	// force: for anyone else the update fails with CodeForbidden.
+	Force bool
 }
 
 // MaxSpecBytes bounds a resource's stored spec (defaults included): every field has a bound, and this caps what
@@ -263,6 +266,9 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec and/or labels"}
 	}
 	caller := CallerFrom(ctx)
+	if p.Force && !caller.Admin {
+		return nil, &Error{Code: CodeForbidden, Message: "force=true (a change the kind's rules refuse) requires role admin"}
+	}
 	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if ifMatch != nil && *ifMatch != r.Version {
 			return Errorf(CodeVersionMismatch, `the %s has changed since version "%d": it is at "%d"; read it again`, d.Kind, *ifMatch, r.Version)
@@ -294,6 +300,11 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 			}
 			if err := checkImmutable(d, r.Spec, spec); err != nil {
 				return err
+			}
+			if d.Transition != nil && !p.Force {
+				if err := checkTransition(d, old, spec); err != nil {
+					return err
+				}
 			}
 			for _, ref := range changedRefs(d, old, spec) {
 				if ok, err := tx.Referenced(ref.Kind, ref.Name); err != nil || !ok {
@@ -509,6 +520,23 @@ func checkImmutable(d *Descriptor, stored json.RawMessage, spec map[string]any) 
 		names[i] = f.Field
 	}
 	return &Error{Code: CodeImmutable, Message: "immutable spec fields would change: " + strings.Join(names, ", "), Fields: fields}
+}
+
+// checkTransition asks the kind's transition rule about a change from the stored spec to spec (defaulted), with
+// the stored spec defaulted as the schema now defaults it. The rule's refusal is returned as it is.
+func checkTransition(d *Descriptor, stored, spec map[string]any) error {
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("encode stored spec: %w", err)
+	}
+	var before map[string]any
+	if err := json.Unmarshal(raw, &before); err != nil { // a copy: defaulting writes into it
+		return fmt.Errorf("decode stored spec: %w", err)
+	}
+	if before, err = defaulted(d, before); err != nil {
+		return err
+	}
+	return d.Transition(before, spec)
 }
 
 // changedInternal returns the internal fields whose values differ between two defaulted specs.

@@ -444,3 +444,14 @@ func TestPrepareSpec(t *testing.T) {
 		})
 	}
 }
+
+// Only an admin may force a change past the kind's transition rules; the service refuses anyone else before it
+// reads anything, whatever the HTTP edge checked.
+func TestUpdateForceIsForAdmins(t *testing.T) {
+	d := &Descriptor{Kind: "Stream", Plural: "streams", Table: "streams", NameMin: 1, NameMax: 63, Spec: fakeSchema{},
+		Transition: func(map[string]any, map[string]any) error { return nil }}
+	svc := NewService(nil, []*Descriptor{d}) // never reached: the refusal comes first
+	ctx := WithCaller(t.Context(), Caller{Name: "pat"})
+	_, err := svc.Update(ctx, d, "", "00000000-0000-0000-0000-000000000001", Patch{Spec: json.RawMessage(`{}`), Force: true}, nil)
+	require.Equal(t, CodeForbidden, ErrorCode(err), "%v", err)
+}

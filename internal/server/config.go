@@ -34,9 +34,11 @@ const (
 // production they listen on every interface, since a load balancer, kubelet probes and Prometheus connect from
 // elsewhere. Everywhere else they listen on loopback: a development server runs an embedded database and accepts
 // development tokens, or no authentication at all, and nothing outside the machine should reach it unasked.
-func DefaultBindAddresses(env string) (apiAddr, health, metrics string) {
+//
+// insecureNoAuth (--insecure-no-auth) keeps them on loopback in production too.
+func DefaultBindAddresses(env string, insecureNoAuth bool) (apiAddr, health, metrics string) {
 	host := "127.0.0.1"
-	if env == EnvProduction {
+	if env == EnvProduction && !insecureNoAuth {
 		host = ""
 	}
 	return net.JoinHostPort(host, DefaultAPIPort), net.JoinHostPort(host, DefaultHealthPort),
@@ -71,11 +73,16 @@ type Config struct {
 	EmbeddedDataDir string
 	EmbeddedPort    uint32
 
-	// Auth: bearer JWTs (EnableJWT) and roles (EnableAuthz; from the token or the ACL file).
+	// Auth: bearer JWTs (EnableJWT) and roles (EnableAuthz; from the token or the ACL file). The command turns
+	// EnableAuthz on with EnableJWT unless it was given explicitly.
 	EnableJWT   bool
 	EnableAuthz bool
 	JWT         auth.VerifierConfig
 	ACLFile     string
+	// InsecureNoAuth is the explicit choice to serve without authentication where that is otherwise refused
+	// (production). It forces every listener onto loopback, so that only the machine itself can reach an API on
+	// which every caller is an admin.
+	InsecureNoAuth bool
 	// Tracing exports OpenTelemetry spans over OTLP/HTTP (off by default).
 	EnableTracing    bool
 	OTLPEndpoint     string
@@ -84,6 +91,9 @@ type Config struct {
 	// RateLimit per identity (requests per second, 0 = unlimited) and its burst.
 	RateLimit float64
 	RateBurst int
+	// AdapterRateLimit and AdapterRateBurst replace them for callers with role adapter, per identity and shard.
+	AdapterRateLimit float64
+	AdapterRateBurst int
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
 	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
@@ -247,6 +257,51 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--db-sslmode=disable is refused in production")
 	}
 	return nil
+}
+
+// ValidateServe reports what Validate reports, and configuration that serve must refuse although migrate can run
+// with it: in production, serving without authentication and authorization, unless --insecure-no-auth says so
+// explicitly, and then only on loopback listeners.
+func (c Config) ValidateServe() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.InsecureNoAuth {
+		if c.EnableJWT || c.EnableAuthz {
+			return fmt.Errorf("--insecure-no-auth contradicts --enable-jwt and --enable-authz: give one or the other")
+		}
+		for _, l := range []struct{ flag, addr string }{
+			{"--api-server-bindaddress", c.APIBindAddress},
+			{"--health-server-bindaddress", c.HealthBindAddress},
+			{"--metrics-server-bindaddress", c.MetricsBindAddress},
+		} {
+			if !isLoopback(l.addr) {
+				return fmt.Errorf("--insecure-no-auth serves every caller as an admin, so it listens on loopback only: %s %q is not a loopback address (use 127.0.0.1:<port>)",
+					l.flag, l.addr)
+			}
+		}
+		return nil
+	}
+	if c.Env == EnvProduction && (!c.EnableJWT || !c.EnableAuthz) {
+		return fmt.Errorf("production needs authentication and authorization: give --enable-jwt (authorization follows unless " +
+			"--enable-authz=false) with --jwk-cert-url or --jwk-cert-file, --jwt-issuer and --jwt-audience; " +
+			"or --insecure-no-auth to serve every caller as an admin on loopback only")
+	}
+	return nil
+}
+
+// isLoopback reports whether a listen address binds only the loopback interface: an IP literal in 127.0.0.0/8 or
+// ::1, or localhost. An empty host (every interface) is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ParseRequiredAdapters reads `cluster=a,b;nodepool=c` into kind name → adapters. Kind names are matched

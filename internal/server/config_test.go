@@ -67,3 +67,76 @@ func TestDSNFromSecretFiles(t *testing.T) {
 	_, err = cfg.DSN()
 	require.ErrorContains(t, err, "make secrets")
 }
+
+func TestValidateServeRefusesProductionWithoutAuth(t *testing.T) {
+	jwt := func(c *Config) {
+		c.EnableJWT = true
+		c.JWT.JWKSURL = "https://sso.example.com/certs"
+	}
+	production := func(c *Config) {
+		c.Env = EnvProduction
+		c.DB.SSLMode = "verify-full"
+		c.APIBindAddress, c.HealthBindAddress, c.MetricsBindAddress = DefaultBindAddresses(EnvProduction, c.InsecureNoAuth)
+	}
+	tests := []struct {
+		name    string
+		setup   []func(*Config)
+		wantErr string // empty: accepted
+	}{
+		{name: "production without auth", setup: []func(*Config){production}, wantErr: "production needs authentication and authorization"},
+		{name: "production with jwt but authz explicitly off", setup: []func(*Config){production, jwt}, wantErr: "production needs authentication and authorization"},
+		{name: "production with jwt and authz", setup: []func(*Config){production, jwt, func(c *Config) { c.EnableAuthz = true }}},
+		{name: "production with authz alone", setup: []func(*Config){production, func(c *Config) { c.EnableAuthz = true }}, wantErr: "--enable-authz needs --enable-jwt"},
+		{
+			name:  "production insecure-no-auth on its loopback defaults",
+			setup: []func(*Config){func(c *Config) { c.InsecureNoAuth = true }, production},
+		},
+		{
+			name:    "insecure-no-auth on every interface",
+			setup:   []func(*Config){func(c *Config) { c.InsecureNoAuth = true }, production, func(c *Config) { c.APIBindAddress = "0.0.0.0:8000" }},
+			wantErr: `--api-server-bindaddress "0.0.0.0:8000" is not a loopback address`,
+		},
+		{
+			name:    "insecure-no-auth with an empty host",
+			setup:   []func(*Config){func(c *Config) { c.InsecureNoAuth = true }, production, func(c *Config) { c.MetricsBindAddress = ":9090" }},
+			wantErr: `--metrics-server-bindaddress ":9090" is not a loopback address`,
+		},
+		{
+			name:    "insecure-no-auth on a routable address in development",
+			setup:   []func(*Config){func(c *Config) { c.InsecureNoAuth, c.HealthBindAddress = true, "10.0.0.1:8080" }},
+			wantErr: "--health-server-bindaddress",
+		},
+		{
+			name: "insecure-no-auth on ::1 and localhost",
+			setup: []func(*Config){func(c *Config) {
+				c.InsecureNoAuth, c.APIBindAddress, c.HealthBindAddress = true, "[::1]:8000", "localhost:8080"
+			}},
+		},
+		{
+			name:    "insecure-no-auth with jwt",
+			setup:   []func(*Config){func(c *Config) { c.InsecureNoAuth = true }, jwt},
+			wantErr: "--insecure-no-auth contradicts --enable-jwt",
+		},
+		{name: "development without auth", setup: nil},
+		{name: "development with jwt, authz explicitly off", setup: []func(*Config){jwt}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Env: EnvDevelopment, DB: DBConfig{SSLMode: "disable"}}
+			c.APIBindAddress, c.HealthBindAddress, c.MetricsBindAddress = DefaultBindAddresses(EnvDevelopment, false)
+			for _, f := range tt.setup {
+				f(&c)
+			}
+			err := c.ValidateServe()
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+	t.Run("migrate runs in production without auth flags", func(t *testing.T) {
+		c := Config{Env: EnvProduction, DB: DBConfig{SSLMode: "verify-full"}}
+		require.NoError(t, c.Validate())
+	})
+}

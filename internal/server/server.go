@@ -68,7 +68,7 @@ type Server struct {
 // this binary's, builds the API and binds the listeners. It returns ErrSchemaOutdated (wrapped) when the
 // database needs `hyperfleet-api migrate`. Call Run to serve; Run releases everything New acquired.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ValidateServe(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes < 1024 {
@@ -160,6 +160,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	httpCfg := httpapi.Config{
 		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+		AdapterRateLimit: cfg.AdapterRateLimit, AdapterRateBurst: cfg.AdapterRateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
@@ -218,23 +219,56 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 }
 
 // authenticator builds the request authenticator from the configuration: nil (with a loud warning) when JWT is
-// off; else a JWT verifier whose identities an ACL file, if given, assigns roles.
+// off; else a JWT verifier whose identities an ACL file, if given, assigns roles. A JWKS file and the ACL file are
+// reloaded when they change (reloading); a JWKS URL refreshes itself.
 func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*http.Request) (auth.Identity, error), error) {
 	if !cfg.EnableJWT {
+		if cfg.InsecureNoAuth {
+			log.Warn("INSECURE: --insecure-no-auth: authentication is OFF and every caller is an admin; the listeners are on loopback only",
+				"env", cfg.Env, "api", cfg.APIBindAddress)
+			return nil, nil
+		}
 		log.Warn("authentication is OFF: every caller is an admin (development only; enable with --enable-jwt)")
 		return nil, nil
 	}
 	jwtCfg := cfg.JWT
 	jwtCfg.Logger = log
-	verifier, err := auth.NewVerifier(ctx, jwtCfg)
-	if err != nil {
-		return nil, fmt.Errorf("JWT verifier: %w", err)
-	}
-	var acl *auth.ACL
-	if cfg.ACLFile != "" {
-		if acl, err = auth.LoadACL(cfg.ACLFile); err != nil {
-			return nil, fmt.Errorf("--acl-file: %w", err)
+	newVerifier := func(string) (*auth.Verifier, error) {
+		v, err := auth.NewVerifier(ctx, jwtCfg)
+		if err != nil {
+			return nil, fmt.Errorf("JWT verifier: %w", err)
 		}
+		return v, nil
+	}
+	var verifier func() *auth.Verifier
+	if jwtCfg.JWKSFile != "" {
+		// A verifier of a file starts nothing in the background, so building a new one per change leaks nothing.
+		keys, err := newReloading(jwtCfg.JWKSFile, "--jwk-cert-file", newVerifier, log)
+		if err != nil {
+			return nil, err
+		}
+		verifier = keys.get
+	} else {
+		v, err := newVerifier("")
+		if err != nil {
+			return nil, err
+		}
+		verifier = func() *auth.Verifier { return v }
+	}
+	acl := func() *auth.ACL { return nil }
+	if cfg.ACLFile != "" {
+		loadACL := func(path string) (*auth.ACL, error) {
+			a, err := auth.LoadACL(path)
+			if err != nil {
+				return nil, fmt.Errorf("--acl-file: %w", err)
+			}
+			return a, nil
+		}
+		file, err := newReloading(cfg.ACLFile, "--acl-file", loadACL, log)
+		if err != nil {
+			return nil, err
+		}
+		acl = file.get
 	}
 	if !cfg.EnableAuthz {
 		log.Warn("authorization is OFF: every authenticated caller is an admin (enable with --enable-authz)")
@@ -244,11 +278,14 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 		if err != nil {
 			return auth.Identity{}, err
 		}
-		id, err := verifier.Verify(r.Context(), token)
-		if err != nil || acl == nil {
+		id, err := verifier().Verify(r.Context(), token)
+		if err != nil {
 			return id, err
 		}
-		return acl.Apply(id), nil
+		if a := acl(); a != nil {
+			return a.Apply(id), nil
+		}
+		return id, nil
 	}, nil
 }
 

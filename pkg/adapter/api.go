@@ -70,8 +70,8 @@ func retryable(err error) bool {
 }
 
 // newAPI returns the API at server (e.g. http://localhost:8000; a trailing base path is tolerated) over base.
-func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics) (*API, error) {
-	transport := &apiTransport{base: base, token: token, metrics: m}
+func newAPI(server string, token *tokenFile, base http.RoundTripper, m *metrics, shard string) (*API, error) {
+	transport := &apiTransport{base: base, token: token, metrics: m, shard: shard}
 	plain, err := api.NewClient(apiServer(server), api.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: transport}))
 	if err != nil {
 		return nil, fmt.Errorf("hyperfleet-api client: %w", err)
@@ -216,11 +216,12 @@ func opOf(ctx context.Context) string {
 	return "other"
 }
 
-// apiTransport authenticates, counts and logs every request to the API.
+// apiTransport authenticates, names the shard of, counts and logs every request to the API.
 type apiTransport struct {
 	base    http.RoundTripper
 	token   *tokenFile
 	metrics *metrics
+	shard   string // api.ShardHeader's value: the API rate-limits each adapter identity per shard
 }
 
 func (t *apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -229,6 +230,9 @@ func (t *apiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	if req.Header.Get("Accept") == "" { // a watch asks for text/event-stream
 		req.Header.Set("Accept", "application/json")
+	}
+	if t.shard != "" {
+		req.Header.Set(api.ShardHeader, t.shard)
 	}
 	if t.token != nil {
 		tok, err := t.token.Token()

@@ -14,11 +14,12 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // MaxShards bounds --shard-count.
-const MaxShards = 1024
+const MaxShards = api.MaxShardCount
 
 // Sources of work (Config.Source). Every source feeds the same queue, and the poll runs under each: alone, it is
 // the source; beside a watch or NATS, it is the safety net that finds what an event could not tell (a lost message,

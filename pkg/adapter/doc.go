@@ -7,7 +7,8 @@
 // never hands one key to two workers, coalesces duplicates and backs off per key with jitter, fetches each
 // resource fresh before calling Reconcile or (for a deleting one) Finalize, and always posts exactly one status
 // report per reconcile, also when the reconciler fails or panics, so that nothing waits forever on a silent
-// adapter.
+// adapter. A resource whose spec says "paused": true is not reconciled: the runtime repeats the adapter's last
+// report at the current generation with Applied=False and Paused=True (see Paused).
 //
 // Around that it serves /healthz, /readyz and Prometheus /metrics, logs JSON with slog, splits the fleet between
 // replicas by a hash of the resource id (--shard-index, --shard-count), reads its bearer token from a file that

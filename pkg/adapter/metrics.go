@@ -49,7 +49,7 @@ func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
 	m := &metrics{
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_reconciles_total",
-			Help: "Reconciles by result: success, transient_error, terminal_error, panic, stale (a newer report was already stored), gone (the resource was removed), not_reported (an API call failed).",
+			Help: "Reconciles by result: success, transient_error, terminal_error, panic, stale (a newer report was already stored), paused (spec.paused: the reconciler was not called), gone (the resource was removed), not_reported (an API call failed).",
 		}, []string{"kind", "result"}),
 		reconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hyperfleet_adapter_reconcile_duration_seconds",

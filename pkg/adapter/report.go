@@ -49,16 +49,26 @@ func buildReport(adapter string, obj *Object, out Outcome, err error, finalizing
 		}
 		conds = append(conds, fin)
 	}
+	return assemble(adapter, obj, appendNew(conds, out.Conditions), out.Data, metadata, now)
+}
+
+// appendNew appends to conds the conditions of more whose type is neither empty nor already there.
+func appendNew(conds, more []conditions.Reported) []conditions.Reported {
 	seen := map[string]bool{}
 	for _, c := range conds {
 		seen[c.Type] = true
 	}
-	for _, c := range out.Conditions {
+	for _, c := range more {
 		if c.Type != "" && !seen[c.Type] {
 			seen[c.Type] = true
 			conds = append(conds, c)
 		}
 	}
+	return conds
+}
+
+// assemble turns conditions and data into the report to post about obj at its generation.
+func assemble(adapter string, obj *Object, conds []conditions.Reported, data, metadata map[string]any, now time.Time) api.AdapterStatusReport {
 	report := api.AdapterStatusReport{
 		Adapter:            adapter,
 		ObservedGeneration: obj.Generation,
@@ -79,8 +89,8 @@ func buildReport(adapter string, obj *Object, out Outcome, err error, finalizing
 		}
 		report.Conditions[i] = rc
 	}
-	if out.Data != nil {
-		report.Data = &out.Data
+	if data != nil {
+		report.Data = &data
 	}
 	if metadata != nil {
 		report.Metadata = &metadata

@@ -89,7 +89,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 		}
 	}
 	var err error
-	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics); err != nil {
+	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics, api.FormatShard(cfg.ShardIndex, cfg.ShardCount)); err != nil {
 		return nil, err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", cfg.OpsBindAddress)
@@ -354,7 +354,8 @@ const (
 	resultPanic     = "panic"
 	resultGone      = "gone"
 	resultNoReport  = "not_reported"
-	resultStale     = "stale" // the API already holds a newer report: this one was dropped
+	resultStale     = "stale"  // the API already holds a newer report: this one was dropped
+	resultPaused    = "paused" // spec.paused: the reconciler was not called
 )
 
 // process reconciles one key: fresh fetch, Reconcile or Finalize, one status post, and the next schedule.
@@ -369,9 +370,21 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	r.queue.fetched(key, obj.Generation)
 	log = log.With(slog.Int64("generation", obj.Generation))
 	finalizing := obj.DeletedTime != nil
-	out, recErr := r.call(ctx, rec, obj, finalizing)
-	report := buildReport(r.cfg.Adapter, obj, out, recErr, finalizing, r.clock.Now(),
-		map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount})
+	metadata := map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount}
+	var (
+		out    Outcome
+		recErr error
+		report api.AdapterStatusReport
+	)
+	// A paused resource is not handed to the reconciler at all; a deleting one always is, since a delete is the
+	// user's later and stronger word (and a deleting resource's spec can no longer be unpaused).
+	paused := !finalizing && Paused(obj)
+	if paused {
+		report = pausedReport(r.cfg.Adapter, obj, r.clock.Now(), metadata)
+	} else {
+		out, recErr = r.call(ctx, rec, obj, finalizing)
+		report = buildReport(r.cfg.Adapter, obj, out, recErr, finalizing, r.clock.Now(), metadata)
+	}
 	report, invalid := checked(report, r.clock.Now())
 	if invalid != nil {
 		log.Error("the reconciler's outcome makes a report the API refuses; reporting that instead", slog.Any("error", invalid))
@@ -395,6 +408,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	r.metrics.reconcileSeconds.WithLabelValues(kind.Name).Observe(r.clock.Since(start).Seconds())
 	result := resultSuccess
 	switch {
+	case paused:
+		result = resultPaused
+		r.queue.settle(key) // nothing to follow up: the unpausing patch is a new generation
 	case recErr == nil:
 		r.queue.settle(key)
 		if out.RequeueAfter > 0 {

@@ -490,6 +490,16 @@ type ClusterSpec struct {
 	// (422 `HYPERFLEET-VAL-007`), as HyperShift refuses to change them.
 	HostedCluster *HostedClusterSpec `json:"hosted_cluster,omitempty"`
 
+	// Paused False when absent. Stops every adapter from acting on the cluster: while true, none applies anything (the HostedCluster
+	// keeps its release image and spec, whatever the stream, the schedule or this spec say) and each keeps
+	// reporting, at the current generation, its last known conditions and data plus `Paused=True`. Pausing
+	// does not change `Ready` or `phase`: they stay what they were when the cluster was paused. Setting it
+	// back to false resumes from the spec as it is then. Deleting a paused cluster still deletes it.
+	//
+	//
+	// Example: true
+	Paused *bool `json:"paused,omitempty"`
+
 	// UpgradeSchedule Name of the live UpgradeSchedule that gates release upgrades (none: upgrade as soon as the stream moves); a
 	// name no live schedule has is refused with 422 `HYPERFLEET-VAL-006`, and the schedule cannot be deleted
 	// while live clusters name it.
@@ -778,6 +788,15 @@ type NodePoolList struct {
 // and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
 // `userdata` re-provisions the devices one at a time.
 type NodePoolSpec struct {
+	// Paused False when absent (see ClusterSpec.paused). Stops every adapter from acting on the pool: while true, the provisioner claims, reloads, replaces
+	// (remediates) and releases no device, whatever this spec says, and keeps reporting, at the current
+	// generation, its last known conditions and data plus `Paused=True`. `Ready` and `phase` stay what they
+	// were. Setting it back to false resumes from the spec as it is then. Deleting a paused pool still
+	// releases its devices.
+	//
+	//
+	// Example: true
+	Paused   *bool `json:"paused,omitempty"`
 	Platform struct {
 		// Hivelocity Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
 		// tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).
@@ -1154,7 +1173,8 @@ type VersionStreamList struct {
 // channel `<channel_group>-<target_version>` and reports the release image in its status `data`
 // (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
 type VersionStreamSpec struct {
-	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload). Immutable: every
+	// cluster on the stream runs on it.
 	Arch *VersionStreamSpecArch `json:"arch,omitempty"`
 
 	// ChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
@@ -1166,7 +1186,8 @@ type VersionStreamSpec struct {
 	TargetVersion string `json:"target_version"`
 }
 
-// VersionStreamSpecArch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload).
+// VersionStreamSpecArch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload). Immutable: every
+// cluster on the stream runs on it.
 type VersionStreamSpecArch string
 
 // VersionStreamSpecChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
@@ -1213,6 +1234,9 @@ type Count = bool
 
 // Fields defines model for fields.
 type Fields = string
+
+// Force defines model for force.
+type Force = bool
 
 // IfMatch defines model for if_match.
 type IfMatch = string
@@ -1342,6 +1366,10 @@ type ListClustersParams struct {
 
 // PatchClusterParams defines parameters for PatchCluster.
 type PatchClusterParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1407,6 +1435,10 @@ type ListClusterNodePoolsParams struct {
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
 type PatchNodePoolParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1529,6 +1561,10 @@ type ListUpgradeSchedulesParams struct {
 
 // PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
 type PatchUpgradeScheduleParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -1594,6 +1630,10 @@ type ListVersionStreamsParams struct {
 
 // PatchVersionStreamParams defines parameters for PatchVersionStream.
 type PatchVersionStreamParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
 	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
@@ -2085,6 +2125,9 @@ type ClientInterface interface {
 
 	// PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -2092,12 +2135,18 @@ type ClientInterface interface {
 
 	// PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
 	PatchVersionStream(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 	//
 	// Takes a body of the `application/merge-patch+json` content type.
 	//
@@ -2996,6 +3045,9 @@ func (c *Client) GetVersionStream(ctx context.Context, versionstreamId Versionst
 
 // PatchVersionStreamWithBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -3013,6 +3065,9 @@ func (c *Client) PatchVersionStreamWithBody(ctx context.Context, versionstreamId
 
 // PatchVersionStream Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -3029,6 +3084,9 @@ func (c *Client) PatchVersionStream(ctx context.Context, versionstreamId Version
 }
 
 // PatchVersionStreamWithApplicationMergePatchPlusJSONBody Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 //
 // Takes a body of the `application/merge-patch+json` content type.
 //
@@ -3539,6 +3597,33 @@ func NewPatchClusterRequestWithBody(server string, clusterId ClusterId, params *
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
@@ -3988,6 +4073,33 @@ func NewPatchNodePoolRequestWithBody(server string, clusterId ClusterId, nodepoo
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -4891,6 +5003,33 @@ func NewPatchUpgradeScheduleRequestWithBody(server string, upgradescheduleId Upg
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
 	if err != nil {
 		return nil, err
@@ -5433,6 +5572,33 @@ func NewPatchVersionStreamRequestWithBody(server string, versionstreamId Version
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
@@ -6057,6 +6223,9 @@ type ClientWithResponsesInterface interface {
 
 	// PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -6064,12 +6233,18 @@ type ClientWithResponsesInterface interface {
 
 	// PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
 	PatchVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *PatchVersionStreamParams, body PatchVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchVersionStreamResponse, error)
 
 	// PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+	// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 	//
 	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9456,6 +9631,9 @@ func (c *ClientWithResponses) GetVersionStreamWithResponse(ctx context.Context, 
 
 // PatchVersionStreamWithBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -9469,6 +9647,9 @@ func (c *ClientWithResponses) PatchVersionStreamWithBodyWithResponse(ctx context
 
 // PatchVersionStreamWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
 //
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /api/hyperfleet/v1/versionstreams/{versionstream_id} (the `PatchVersionStream` operationId).
@@ -9481,6 +9662,9 @@ func (c *ClientWithResponses) PatchVersionStreamWithResponse(ctx context.Context
 }
 
 // PatchVersionStreamWithApplicationMergePatchPlusJSONBodyWithResponse Change a version stream's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Platform object: roles platform and admin write it. `target_version` moves forward one minor at a time
+// (409 `HYPERFLEET-CNF-006` otherwise, unless an admin gives `force=true`); `arch` cannot change.
 //
 // Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
 //

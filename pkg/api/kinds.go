@@ -28,6 +28,9 @@ type Kind struct {
 	SpecSchema string
 	// References are the spec fields that name a live resource of another kind.
 	References []Reference
+	// Platform marks a kind whose resources every cluster shares (a cluster names them), so that changing one
+	// changes many clusters: only roles platform and admin write them; everyone who reads may read them.
+	Platform bool
 	// Columns are the kind's own columns in the CLI's tables, between NAME and PHASE.
 	Columns []Column
 }
@@ -59,7 +62,7 @@ type KindTable struct {
 func Kinds() *KindTable {
 	versionStream := &Kind{
 		Name: "VersionStream", Singular: "versionstream", Plural: "versionstreams", Short: "vs",
-		NameMin: 1, NameMax: 63, SpecSchema: "VersionStreamSpec",
+		NameMin: 1, NameMax: 63, SpecSchema: "VersionStreamSpec", Platform: true,
 		Columns: []Column{
 			{Header: "TARGET", JSONPath: "{.spec.target_version}"},
 			{Header: "CHANNEL", JSONPath: "{.spec.channel_group}-{.spec.target_version}"},
@@ -70,7 +73,7 @@ func Kinds() *KindTable {
 	}
 	upgradeSchedule := &Kind{
 		Name: "UpgradeSchedule", Singular: "upgradeschedule", Plural: "upgradeschedules", Short: "us",
-		NameMin: 1, NameMax: 63, SpecSchema: "UpgradeScheduleSpec",
+		NameMin: 1, NameMax: 63, SpecSchema: "UpgradeScheduleSpec", Platform: true,
 		Columns: []Column{
 			{Header: "TIMEZONE", JSONPath: "{.spec.timezone}"},
 			{Header: "WINDOWS", JSONPath: "{range .spec.windows[*]}{.start}+{.duration} {end}"},
@@ -84,6 +87,7 @@ func Kinds() *KindTable {
 		Columns: []Column{
 			{Header: "VERSION STREAM", JSONPath: "{.spec.version_stream}"},
 			{Header: "SCHEDULE", JSONPath: "{.spec.upgrade_schedule}", Wide: true},
+			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
 		},
 	}
 	nodePool := &Kind{
@@ -93,6 +97,7 @@ func Kinds() *KindTable {
 			{Header: "REPLICAS", JSONPath: "{.spec.replicas}"},
 			{Header: "DEVICE TYPE", JSONPath: "{.spec.platform.hivelocity.device_type}", Wide: true},
 			{Header: "REGION", JSONPath: "{.spec.platform.hivelocity.region}", Wide: true},
+			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
 		},
 	}
 	return &KindTable{Cluster: cluster, NodePool: nodePool, VersionStream: versionStream, UpgradeSchedule: upgradeSchedule,

@@ -41,6 +41,10 @@ const (
 	// Finalized, True at a deleting resource's generation, tells the API the adapter has cleaned up; once every
 	// required adapter has said so the resource is removed.
 	Finalized = "Finalized"
+	// Paused is True in every report an adapter makes while the resource's spec.paused is true: the adapter
+	// acted on nothing and repeats what it last knew. It is absent otherwise. The aggregate does not read it, so
+	// pausing leaves Ready and the phase as the carried-over Available and Health make them.
+	Paused = "Paused"
 )
 
 // Reasons of the aggregated conditions.
@@ -77,6 +81,8 @@ const (
 	ReasonReconcilerPanic = "ReconcilerPanic"
 	// ReasonInvalidReport marks a report the runtime sent instead of one the API would have refused.
 	ReasonInvalidReport = "InvalidReport"
+	// ReasonPaused is the reason of Paused=True, and of Applied=False while the resource is paused.
+	ReasonPaused = "Paused"
 )
 
 // Phase is a resource's summarised state.

@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -169,4 +171,77 @@ func hyperfleetVariables(tb testing.TB, objs []*unstructured.Unstructured, c cor
 	}
 	maps.DeleteFunc(vars, func(name, _ string) bool { return !strings.HasPrefix(name, envPrefix) })
 	return vars
+}
+
+// TestAPIServesUnderTheProductionRule runs every `hyperfleet-api serve` container's arguments, with the HYPERFLEET_
+// variables its ConfigMaps give it and nothing else of this machine's environment, through serve --check-config:
+// the manifests must satisfy the rule that production serves with authentication and authorization. The image's
+// own defaults (its ENV and CMD, as a bare `docker run` uses them) must not: they are refused, not served open.
+func TestAPIServesUnderTheProductionRule(t *testing.T) {
+	objs := render(t, deployDir)
+	bin := buildBinaries(t, []string{"hyperfleet-api"})["hyperfleet-api"]
+	checkConfig := func(tb testing.TB, vars map[string]string, args []string) (string, error) {
+		tb.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append(slices.Clone(args), "--check-config")...)
+		cmd.Env = []string{"HOME=" + tb.TempDir()}
+		for k, v := range vars {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	served := 0
+	for _, w := range workloads(t, objs) {
+		for _, c := range w.containers() {
+			args := expandArgs(t, w, c)
+			if path.Base(c.Command[0]) != "hyperfleet-api" || len(args) == 0 || args[0] != "serve" {
+				continue
+			}
+			served++
+			t.Run(w.String()+"/"+c.Name, func(t *testing.T) {
+				vars := hyperfleetVariables(t, objs, c)
+				require.Equal(t, "production", vars["HYPERFLEET_ENV"])
+				out, err := checkConfig(t, vars, args)
+				require.NoError(t, err, "serve refuses the manifest's configuration:\n%s", out)
+				require.Contains(t, out, "configuration ok")
+			})
+		}
+	}
+	require.NotZero(t, served, "deploy/ runs no hyperfleet-api serve")
+
+	t.Run("the image's defaults are refused", func(t *testing.T) {
+		env, cmd := dockerfileDefaults(t)
+		require.Equal(t, "production", env["HYPERFLEET_ENV"])
+		out, err := checkConfig(t, map[string]string{"HYPERFLEET_ENV": env["HYPERFLEET_ENV"]}, append(cmd, "--db-url", "postgres://db.example.com/x"))
+		require.Error(t, err)
+		require.Contains(t, out, "production needs authentication and authorization")
+	})
+}
+
+// dockerfileDefaults returns the final stage's ENV variables and its CMD (exec form) from the repository's
+// Dockerfile.
+func dockerfileDefaults(tb testing.TB) (map[string]string, []string) {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	require.NoError(tb, err)
+	env := map[string]string{}
+	var cmd []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "FROM "):
+			env, cmd = map[string]string{}, nil // only the final stage counts
+		case strings.HasPrefix(line, "ENV "):
+			for _, kv := range strings.Fields(strings.TrimPrefix(line, "ENV ")) {
+				k, v, ok := strings.Cut(kv, "=")
+				require.True(tb, ok, "ENV %q: the test reads the KEY=value form", line)
+				env[k] = v
+			}
+		case strings.HasPrefix(line, "CMD "):
+			require.NoError(tb, json.Unmarshal([]byte(strings.TrimPrefix(line, "CMD ")), &cmd), "CMD must be in exec form: %q", line)
+		}
+	}
+	require.NotEmpty(tb, cmd, "the Dockerfile has no CMD")
+	return env, cmd
 }

@@ -246,3 +246,50 @@ func TestStatusWritesCheckTheRoleBeforeTheBody(t *testing.T) {
 		})
 	}
 }
+
+// Adapters have a budget of their own, one bucket per identity and shard (the header every runtime replica sends):
+// a fleet's adapter replicas do not share a user's 100/s, nor one another's.
+func TestAdaptersHaveTheirOwnBudgetPerShard(t *testing.T) {
+	s, mint := startSecuredServer(t, func(c *server.Config) {
+		// A token per 100 s: no bucket refills while the test runs, however slow the machine.
+		c.RateLimit, c.RateBurst = 0.01, 1
+		c.AdapterRateLimit, c.AdapterRateBurst = 0.01, 3
+	})
+	ctx := ctxFor(t)
+	adapterToken := bearer(mint("svc-applier", []auth.Role{auth.RoleAdapter}, "applier"))
+	shard := func(v string) api.RequestEditorFn {
+		return func(_ context.Context, r *http.Request) error {
+			if v != "" {
+				r.Header.Set(api.ShardHeader, v)
+			}
+			return nil
+		}
+	}
+	list := func(t *testing.T, editors ...api.RequestEditorFn) *api.ListClustersResponse {
+		t.Helper()
+		resp, err := s.ListClustersWithResponse(ctx, nil, editors...)
+		require.NoError(t, err)
+		return resp
+	}
+	for i := range 3 {
+		require.Equal(t, http.StatusOK, list(t, adapterToken, shard("0/2")).StatusCode(), "request %d is within the adapters' burst, above a user's", i)
+	}
+	limited := list(t, adapterToken, shard("0/2"))
+	p := problem(t, limited.HTTPResponse, limited.Body, http.StatusTooManyRequests, "HYPERFLEET-LMT-002")
+	require.Contains(t, deref(p.Detail), "this adapter shard")
+	require.NotEmpty(t, limited.HTTPResponse.Header.Get("Retry-After"))
+
+	require.Equal(t, http.StatusOK, list(t, adapterToken, shard("1/2")).StatusCode(), "another shard has a bucket of its own")
+	// Without a valid shard the requests share the identity's unsharded bucket, one of its own too.
+	for _, none := range []string{"", "2/2", "x"} {
+		require.Equal(t, http.StatusOK, list(t, adapterToken, shard(none)).StatusCode(), "shard %q", none)
+	}
+	limited = list(t, adapterToken, shard("01/2"))
+	problem(t, limited.HTTPResponse, limited.Body, http.StatusTooManyRequests, "HYPERFLEET-LMT-002")
+	// A user's budget is untouched by the adapter's, and is a user's.
+	user := bearer(mint("uma", []auth.Role{auth.RoleUser}, ""))
+	require.Equal(t, http.StatusOK, list(t, user, shard("0/2")).StatusCode())
+	limited = list(t, user, shard("1/2"))
+	p = problem(t, limited.HTTPResponse, limited.Body, http.StatusTooManyRequests, "HYPERFLEET-LMT-002")
+	require.Contains(t, deref(p.Detail), "this identity")
+}

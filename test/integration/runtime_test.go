@@ -234,7 +234,7 @@ func TestRuntimeDropsStaleReports(t *testing.T) {
 	slowRunner := startRuntime(t, s, slow, func(c *adapter.Config) { c.Replica, c.PollInterval, c.Source = "slow", time.Hour, adapter.SourcePoll })
 	<-holding
 
-	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stream.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"arch":"arm64"}}`))
+	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stream.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"channel_group":"candidate"}}`))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, patch.StatusCode())
 	startRuntime(t, s, script(ok), func(c *adapter.Config) { c.Replica = "fast" })

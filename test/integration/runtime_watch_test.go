@@ -67,7 +67,7 @@ func TestWatchSourcePicksUpChangesWithoutAPoll(t *testing.T) {
 
 	later := createStream(t, s, "created-later", api.VersionStreamSpec{TargetVersion: "4.16"})
 	eventually(t, "the new stream reported on", func() bool { return reportedAt(t, s, *later, 1) })
-	patchStream(t, s, *later, `{"spec":{"arch":"arm64"}}`)
+	patchStream(t, s, *later, `{"spec":{"channel_group":"fast"}}`)
 	eventually(t, "generation 2 reported on", func() bool { return reportedAt(t, s, *later, 2) })
 
 	tests := []struct {

@@ -203,8 +203,10 @@ func TestVersionResolverFollowsTheGraph(t *testing.T) {
 		return condition(st, versionresolver.ConditionImageResolved).Status == api.ConditionStatusTrue
 	})
 
-	// A new target is a new generation, resolved afresh; the old generation is never reported again.
-	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stable.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"target_version":"4.15"}}`))
+	// A new target is a new generation, resolved afresh; the old generation is never reported again. Going back a
+	// minor takes an admin's force.
+	patch, err := s.PatchVersionStreamWithBodyWithResponse(ctxFor(t), stable.Id, &api.PatchVersionStreamParams{Force: ptr(true)},
+		"application/merge-patch+json", strings.NewReader(`{"spec":{"target_version":"4.15"}}`))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, patch.StatusCode(), "body: %s", patch.Body)
 	st = waitForReport(t, s, *stable, "4.15.3", resolvedTo("4.15.3"))

@@ -8,6 +8,8 @@
 //     Available=False until the first rollout completes; after Options.Delay the entry turns Completed, the
 //     cluster Available, and status gains controlPlaneEndpoint, kubeconfig and kubeadminPassword;
 //   - reports each new spec.release.image as an upgrade the same way (Available stays True);
+//   - when told a release fails (Options.Failures), leaves its rollout Partial, with Degraded=True or silently
+//     stuck, on every HostedCluster or a stable share of them;
 //   - on deletion, removes its finalizer after Options.DeletionDelay so that the object goes away.
 //
 // Status goes through the status subresource and passes the real CRD's validation. Conditions, reasons and
@@ -88,6 +90,9 @@ type Options struct {
 	// status points at (and delete them before letting the HostedCluster go), as HyperShift does; without it
 	// the status names Secrets that do not exist.
 	CreateSecrets bool
+	// Failures makes releases fail to roll out (FailDegraded, FailStuck), on all HostedClusters or a share; it may
+	// change while the simulator runs. Nil fails nothing.
+	Failures *Failures
 	// Clock times rollouts and deletions; nil means the real clock. Tests pass a fake clock and step it.
 	Clock clock.WithDelayedExecution
 	// Logger receives a JSON-friendly record, with the HostedCluster's namespace and name, for every transition
@@ -308,7 +313,8 @@ func (c *controller) report(ctx context.Context, key string, hc *unstructured.Un
 		}
 	}
 
-	st := nextStatus(cur, in, c.opts.Clock.Now(), c.opts.Delay, c.opts.Version)
+	failing := func(version string) FailMode { return c.opts.Failures.modeFor(in.Namespace, in.Name, version) }
+	st := nextStatus(cur, in, c.opts.Clock.Now(), c.opts.Delay, c.opts.Version, failing)
 	if !equality.Semantic.DeepEqual(cur, st.status) {
 		if c.opts.CreateSecrets && cur.KubeConfig == nil && st.status.KubeConfig != nil {
 			if err := c.createSecrets(ctx, hc, *st.status.ControlPlaneEndpoint); err != nil {
@@ -325,6 +331,9 @@ func (c *controller) report(ctx context.Context, key string, hc *unstructured.Un
 		}
 		if r := st.started; r != nil {
 			log.Info("rollout started", "image", r.Image, "version", r.Version, "state", r.State)
+		}
+		if st.failed == FailDegraded {
+			log.Info("rollout degraded", "image", in.Spec.Release.Image, "reason", ReasonReleaseFailed)
 		}
 		if r := st.completed; r != nil {
 			log.Info("rollout completed", "image", r.Image, "version", r.Version, "state", r.State,

@@ -2,9 +2,13 @@ package hypershiftsim_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +105,61 @@ func TestSimulator(t *testing.T) {
 		eventually(t, "the HostedCluster to go", nil, 0, func() (*unstructured.Unstructured, error) {
 			return gone(t, hcs, "hc")
 		})
+	})
+
+	t.Run("a release told to fail over /admin/fail, on half of the clusters", func(t *testing.T) {
+		ns := env.Namespace(t, "failing")
+		failures := &hypershiftsim.Failures{}
+		admin := httptest.NewServer(hypershiftsim.AdminHandler(failures))
+		t.Cleanup(admin.Close)
+		post := func(body string) int {
+			resp, err := http.Post(admin.URL+"/admin/fail", "application/json", strings.NewReader(body))
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			return resp.StatusCode
+		}
+		require.Equal(t, http.StatusBadRequest, post(`{"version": "4.17.1", "mode": "Broken"}`))
+		require.Equal(t, http.StatusNoContent, post(`{"version": "4.17.1", "mode": "Degraded", "percent": 50}`))
+		run(t, env, hypershiftsim.Options{Namespace: ns, Failures: failures})
+		hcs := env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(ns)
+		const n = 20
+		for i := range n {
+			apply(t, hcs, kubeenv.HostedCluster(ns, fmt.Sprintf("hc%d", i), image417))
+		}
+		degraded := 0
+		for i := range n {
+			got := eventually(t, "a completed or degraded rollout", nil, 0, func() (*unstructured.Unstructured, error) {
+				if got, err := expect(t, hcs, fmt.Sprintf("hc%d", i), []string{"Completed@4.17.1"}, "True", "False"); err == nil {
+					return got, nil
+				}
+				got, err := expect(t, hcs, fmt.Sprintf("hc%d", i), []string{"Partial@4.17.1"}, "False", "True")
+				if err == nil && condition(got, "Degraded") != "True" {
+					err = errors.New("partial, not degraded yet")
+				}
+				return got, err
+			})
+			if condition(got, "Degraded") == "True" {
+				degraded++
+			}
+		}
+		require.Positive(t, degraded, "some clusters fail")
+		require.Less(t, degraded, n, "not all of them")
+
+		req, err := http.NewRequest(http.MethodDelete, admin.URL+"/admin/fail?version=4.17.1", http.NoBody)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		for i := range n {
+			eventually(t, "every rollout completed once the failure is cleared", nil, 0, func() (*unstructured.Unstructured, error) {
+				got, err := expect(t, hcs, fmt.Sprintf("hc%d", i), []string{"Completed@4.17.1"}, "True", "False")
+				if err == nil && condition(got, "Degraded") != "False" {
+					err = errors.New("still degraded")
+				}
+				return got, err
+			})
+		}
 	})
 
 	t.Run("other finalizers are kept", func(t *testing.T) {

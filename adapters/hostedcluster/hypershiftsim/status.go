@@ -151,6 +151,8 @@ type step struct {
 	after time.Duration
 	// started and completed are the history entries that this step added or completed, for the log.
 	started, completed *updateRecord
+	// failed is how the newest rollout fails, "" if it does not (or is not due yet).
+	failed FailMode
 }
 
 // nextStatus returns the status HyperShift would report for hc at now, given the status it reported last (cur),
@@ -162,7 +164,11 @@ type step struct {
 // Available from its first completed rollout on, upgrades included, and only then gets its API endpoint,
 // kubeconfig and kubeadmin-password references. Timestamps are kept to the second when written, so a rollout
 // may complete up to a second earlier than delay after it started.
-func nextStatus(cur status, hc hostedCluster, now time.Time, delay time.Duration, fallback string) step {
+//
+// failing says how the rollout of a version fails (see Failures), "" when it does not; nil fails nothing. A
+// failing rollout stays Partial when it is due, with Degraded True for FailDegraded, and is looked at again after
+// delay (at least a second), so that clearing the failure lets it complete.
+func nextStatus(cur status, hc hostedCluster, now time.Time, delay time.Duration, fallback string, failing func(version string) FailMode) step {
 	next := cur.clone()
 	if next.Version == nil {
 		next.Version = &versionStatus{}
@@ -190,6 +196,12 @@ func nextStatus(cur status, hc hostedCluster, now time.Time, delay time.Duration
 		if now.Before(due) {
 			st.wait, st.after = true, due.Sub(now)
 			break
+		}
+		if failing != nil {
+			if st.failed = failing(top.Version); st.failed != "" {
+				st.wait, st.after = true, max(delay, time.Second)
+				break
+			}
 		}
 		top.State = StateCompleted
 		top.CompletionTime = &metav1.Time{Time: now}
@@ -230,7 +242,11 @@ func nextStatus(cur status, hc hostedCluster, now time.Time, delay time.Duration
 	} else {
 		set(ConditionProgressing, false, ReasonAsExpected, msgAtVersion)
 	}
-	set(ConditionDegraded, false, ReasonAsExpected, msgNotDegraded)
+	if st.failed == FailDegraded {
+		set(ConditionDegraded, true, ReasonReleaseFailed, msgReleaseFailed)
+	} else {
+		set(ConditionDegraded, false, ReasonAsExpected, msgNotDegraded)
+	}
 	set(ConditionValidReleaseImage, true, ReasonAsExpected, msgValidReleaseInfo)
 
 	st.status = next

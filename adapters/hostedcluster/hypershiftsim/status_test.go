@@ -154,7 +154,7 @@ func TestNextStatusLifecycle(t *testing.T) {
 	var cur status
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			got := nextStatus(cur, s.hc, s.at, delay, "fallback")
+			got := nextStatus(cur, s.hc, s.at, delay, "fallback", nil)
 			require.Equal(t, s.want.history, history(got.status))
 			require.Equal(t, s.want.available, cond(t, got.status, ConditionAvailable).Status)
 			require.Equal(t, s.want.progressing, cond(t, got.status, ConditionProgressing).Status)
@@ -172,13 +172,13 @@ func TestNextStatusLifecycle(t *testing.T) {
 
 func TestNextStatusZeroDelayShowsPartialFirst(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	first := nextStatus(status{}, hc(image416, 1), t0, 0, "fallback")
+	first := nextStatus(status{}, hc(image416, 1), t0, 0, "fallback", nil)
 	require.Equal(t, []string{"Partial@4.16.3"}, history(first.status))
 	require.True(t, first.wait)
 	require.Zero(t, first.after)
 	require.NotNil(t, first.started)
 
-	second := nextStatus(first.status, hc(image416, 1), t0, 0, "fallback")
+	second := nextStatus(first.status, hc(image416, 1), t0, 0, "fallback", nil)
 	require.Equal(t, []string{"Completed@4.16.3"}, history(second.status))
 	require.False(t, second.wait)
 	require.NotNil(t, second.completed)
@@ -186,9 +186,9 @@ func TestNextStatusZeroDelayShowsPartialFirst(t *testing.T) {
 
 func TestNextStatusDoesNotModifyItsInput(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cur := nextStatus(status{}, hc(image416, 1), t0, 0, "fallback").status
+	cur := nextStatus(status{}, hc(image416, 1), t0, 0, "fallback", nil).status
 	before := cur.clone()
-	_ = nextStatus(cur, hc(image416, 1), t0, 0, "fallback")
+	_ = nextStatus(cur, hc(image416, 1), t0, 0, "fallback", nil)
 	require.True(t, equality.Semantic.DeepEqual(before, cur))
 }
 
@@ -197,8 +197,8 @@ func TestNextStatusFallbackVersionAndHistoryCap(t *testing.T) {
 	var cur status
 	for i := range maxHistory + 5 {
 		image := fmt.Sprintf("quay.io/openshift-release-dev/ocp-release@sha256:%064d", i)
-		cur = nextStatus(cur, hc(image, int64(i+1)), t0, 0, "9.9.9").status
-		cur = nextStatus(cur, hc(image, int64(i+1)), t0, 0, "9.9.9").status
+		cur = nextStatus(cur, hc(image, int64(i+1)), t0, 0, "9.9.9", nil).status
+		cur = nextStatus(cur, hc(image, int64(i+1)), t0, 0, "9.9.9", nil).status
 	}
 	require.Len(t, cur.Version.History, maxHistory)
 	require.Equal(t, "9.9.9", cur.Version.Desired.Version)
@@ -235,7 +235,7 @@ func TestNextStatusVersionHint(t *testing.T) {
 		t.Run(tt.image+" "+tt.hint, func(t *testing.T) {
 			cluster := hc(tt.image, 1)
 			cluster.VersionHint = tt.hint
-			got := nextStatus(status{}, cluster, t0, 0, "9.9.9").status
+			got := nextStatus(status{}, cluster, t0, 0, "9.9.9", nil).status
 			require.Equal(t, "Partial@"+tt.want, history(got)[0])
 		})
 	}

@@ -42,14 +42,62 @@ const (
 	maxErrorBodyBytes = 64 << 10
 )
 
-// Graph is a Cincinnati update graph. Edges index into Nodes; they are decoded
-// but not validated, since release selection does not use them.
+// Graph is a Cincinnati update graph. Edges index into Nodes; they and the
+// conditional edges are decoded but not validated, since release selection does
+// not use them yet.
 type Graph struct {
-	Version          int             `json:"version"`
-	Nodes            []Node          `json:"nodes"`
-	Edges            [][2]int        `json:"edges"`
-	ConditionalEdges json.RawMessage `json:"conditionalEdges,omitempty"`
+	Version          int               `json:"version"`
+	Nodes            []Node            `json:"nodes"`
+	Edges            [][2]int          `json:"edges"`
+	ConditionalEdges []ConditionalEdge `json:"conditionalEdges,omitempty"`
 }
+
+// ConditionalEdge is one entry of a graph's conditionalEdges: update edges that
+// are recommended only where none of the risks applies. Cincinnati groups every
+// edge that carries the same set of risks into one entry.
+type ConditionalEdge struct {
+	Edges []Edge `json:"edges"`
+	Risks []Risk `json:"risks"`
+}
+
+// Edge is a conditional update from one release to another, named by version
+// (not by node index, unlike Graph.Edges).
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Risk is a known issue that gates a conditional edge, as the cluster-version
+// operator sees it (config.openshift.io/v1 ConditionalUpdateRisk).
+type Risk struct {
+	// Name is a CamelCase identifier, e.g. "HyperShiftKubeAPIPort443"; risks are
+	// accepted by name.
+	Name    string `json:"name"`
+	URL     string `json:"url"`
+	Message string `json:"message"`
+	// MatchingRules say which clusters the risk applies to; the first rule the
+	// evaluator understands decides.
+	MatchingRules []MatchingRule `json:"matchingRules"`
+}
+
+// MatchingRule is one way to decide whether a risk applies: Type "Always", or
+// "PromQL" with PromQL set.
+type MatchingRule struct {
+	Type   string  `json:"type"`
+	PromQL *PromQL `json:"promql,omitempty"`
+}
+
+// PromQL is a PromQL matching rule: the risk applies where the query returns 1,
+// not where it returns 0.
+type PromQL struct {
+	PromQL string `json:"promql"`
+}
+
+// The matching rule types Cincinnati serves.
+const (
+	RuleAlways = "Always"
+	RulePromQL = "PromQL"
+)
 
 // Node is one release in a Graph: its semver version, its payload (the release
 // image pull spec) and Cincinnati's metadata.

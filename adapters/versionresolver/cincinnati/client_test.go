@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +246,78 @@ func TestNewClientDoesNotModifyHTTPClient(t *testing.T) {
 	hc := &http.Client{}
 	_ = NewClient("http://example.invalid", hc, WithTimeout(time.Millisecond))
 	require.Zero(t, hc.Timeout)
+}
+
+// The parser reads real conditional edges: risks and matching rules as graph-data declares them (see
+// ../testdata/graphs/README.md), and every edge names releases of the graph. Choosing a release ignores them for now.
+func TestGraphParsesRealConditionalEdges(t *testing.T) {
+	tests := []struct {
+		channel    string
+		wantRisk   Risk // one risk of the graph, in full
+		wantEdge   Edge // one edge it gates
+		wantLatest string
+	}{
+		{
+			channel: "stable-4.16",
+			wantRisk: Risk{Name: "HyperShiftKubeAPIPort443", URL: "https://issues.redhat.com/browse/HOSTEDCP-1849",
+				Message:       "Hosted/HyperShift clusters where HostedCluster spec.networking.apiServer.port is 443 can have trouble with Pods on compute Nodes connecting to the internal Kubernetes API service via the service IP.",
+				MatchingRules: []MatchingRule{{Type: RulePromQL, PromQL: &PromQL{PromQL: "group by (_id, invoker) (cluster_installer{_id=\"\",invoker=\"hypershift\"})\nor\n0 * group by (_id, invoker) (cluster_installer{_id=\"\"})\n"}}}},
+			wantEdge:   Edge{From: "4.15.14", To: "4.15.17"},
+			wantLatest: "4.16.6",
+		},
+		{
+			channel: "stable-4.15",
+			wantRisk: Risk{Name: "ServiceAccountsOAuth", URL: "https://issues.redhat.com/browse/AUTH-517",
+				Message:       "ServiceAccounts cannot be used as OAuth2 clients in clusters where internal image registry is disabled.",
+				MatchingRules: []MatchingRule{{Type: RulePromQL, PromQL: &PromQL{PromQL: "bottomk(1,\n  0 * group by (deployment) (kube_deployment_spec_replicas{_id=\"\",namespace=\"openshift-image-registry\",deployment=\"image-registry\"} > 0)\n  or\n  group(kube_deployment_spec_replicas{_id=\"\"})\n)\n"}}}},
+			wantEdge:   Edge{From: "4.14.18", To: "4.15.10"},
+			wantLatest: "4.15.12",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.channel, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join("..", "testdata", "graphs", tt.channel+"_amd64.json"))
+			require.NoError(t, err)
+			srv := newServer(t, tt.channel, "amd64", writeBody(http.StatusOK, string(body)))
+			g, err := NewClient(srv.URL, srv.Client()).Graph(context.Background(), tt.channel, "amd64")
+			require.NoError(t, err)
+			require.NotEmpty(t, g.ConditionalEdges)
+
+			versions := map[string]int{}
+			for i, n := range g.Nodes {
+				versions[n.Version] = i
+			}
+			plain := map[Edge]bool{}
+			for _, e := range g.Edges {
+				plain[Edge{g.Nodes[e[0]].Version, g.Nodes[e[1]].Version}] = true
+			}
+			var found, gated bool
+			for _, ce := range g.ConditionalEdges {
+				require.NotEmpty(t, ce.Edges)
+				require.NotEmpty(t, ce.Risks)
+				for _, e := range ce.Edges {
+					require.Contains(t, versions, e.From)
+					require.Contains(t, versions, e.To)
+					require.False(t, plain[e], "%v is both plain and conditional", e)
+				}
+				for _, r := range ce.Risks {
+					require.NotEmpty(t, r.Name)
+					require.NotEmpty(t, r.URL)
+					require.NotEmpty(t, r.MatchingRules)
+					if r.Name == tt.wantRisk.Name {
+						require.Equal(t, tt.wantRisk, r)
+						found = true
+						gated = gated || slices.Contains(ce.Edges, tt.wantEdge)
+					}
+				}
+			}
+			require.True(t, found, "risk %s", tt.wantRisk.Name)
+			require.True(t, gated, "%v gated by %s", tt.wantEdge, tt.wantRisk.Name)
+
+			minor := strings.TrimPrefix(tt.channel, "stable-")
+			got, err := Latest(g, minor, false)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantLatest, got.Version, "selection still takes the newest node of the minor")
+		})
+	}
 }

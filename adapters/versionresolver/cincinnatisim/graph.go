@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 )
 
 // Metadata keys Cincinnati sets on release nodes.
@@ -34,8 +36,18 @@ type Graph struct {
 	Version          int               `json:"version"`
 	Nodes            []Node            `json:"nodes"`
 	Edges            [][2]int          `json:"edges"`
-	ConditionalEdges []json.RawMessage `json:"conditionalEdges"`
+	ConditionalEdges []ConditionalEdge `json:"conditionalEdges"`
 }
+
+// ConditionalEdge is an entry of Cincinnati's conditionalEdges. The shapes are the client's, which parses them and
+// is checked against real graphs: one definition for both sides.
+type ConditionalEdge = cincinnati.ConditionalEdge
+
+// Edge is a conditional update, by version.
+type Edge = cincinnati.Edge
+
+// Risk is a known issue that gates a conditional edge.
+type Risk = cincinnati.Risk
 
 // Node is one release in a Graph.
 type Node struct {
@@ -50,7 +62,7 @@ func (g *Graph) clone() Graph {
 		Version:          g.Version,
 		Nodes:            make([]Node, len(g.Nodes)),
 		Edges:            append(make([][2]int, 0, len(g.Edges)), g.Edges...),
-		ConditionalEdges: make([]json.RawMessage, len(g.ConditionalEdges)),
+		ConditionalEdges: make([]ConditionalEdge, len(g.ConditionalEdges)),
 	}
 	if out.Version == 0 {
 		out.Version = 1
@@ -63,7 +75,7 @@ func (g *Graph) clone() Graph {
 		out.Nodes[i] = Node{Version: n.Version, Payload: n.Payload, Metadata: md}
 	}
 	for i, c := range g.ConditionalEdges {
-		out.ConditionalEdges[i] = slices.Clone(c)
+		out.ConditionalEdges[i] = ConditionalEdge{Edges: slices.Clone(c.Edges), Risks: cloneRisks(c.Risks)}
 	}
 	return out
 }
@@ -78,6 +90,13 @@ func (g *Graph) validate() error {
 	for i, n := range g.Nodes {
 		if n.Version == "" {
 			return fmt.Errorf("node %d has no version", i)
+		}
+	}
+	for _, c := range g.ConditionalEdges {
+		for _, e := range c.Edges {
+			if g.index(e.From) < 0 || g.index(e.To) < 0 {
+				return fmt.Errorf("conditional edge %s -> %s names a release the graph does not hold", e.From, e.To)
+			}
 		}
 	}
 	return nil
@@ -183,7 +202,7 @@ func (s Series) graphs() (map[graphKey]*Graph, error) {
 				}
 				versions = append(versions, gaVersions(m, s.Patches)...)
 				channel := group + "-" + m.String()
-				g := &Graph{Version: 1, ConditionalEdges: []json.RawMessage{}}
+				g := &Graph{Version: 1, ConditionalEdges: []ConditionalEdge{}}
 				for _, v := range versions {
 					channels[arch][v] = append(channels[arch][v], channel)
 					g.Nodes = append(g.Nodes, Node{Version: v, Payload: PayloadFor(v, arch)})

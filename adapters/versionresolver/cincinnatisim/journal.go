@@ -16,17 +16,28 @@ var ErrInvalidJournal = errors.New("cincinnatisim: invalid journal")
 
 // Journal operations.
 const (
-	OpPublish = "publish"
-	OpRemove  = "remove"
+	OpPublish         = "publish"
+	OpRemove          = "remove"
+	OpConditionalEdge = "conditional-edge"
+	OpRemoveEdge      = "remove-edge"
 )
 
-// JournalEntry is one release published or removed through the admin endpoints.
+// JournalEntry is one change made through the admin endpoints: a release published or removed (PublishRequest),
+// or an edge made conditional or removed (channel, arch, From, To and Risks).
 type JournalEntry struct {
 	Op string `json:"op"`
 	PublishRequest
+	From  string `json:"from,omitempty"`
+	To    string `json:"to,omitempty"`
+	Risks []Risk `json:"risks,omitempty"`
 }
 
-// Journal keeps the releases published and removed through the admin endpoints in a file, so that a simulator
+// edgeEntry is the journal entry of an edge change.
+func edgeEntry(op string, req EdgeRequest) JournalEntry {
+	return JournalEntry{Op: op, PublishRequest: PublishRequest{Channel: req.Channel, Arch: req.Arch}, From: req.From, To: req.To, Risks: req.Risks}
+}
+
+// Journal keeps the releases published and removed, and the edges changed, through the admin endpoints in a file, so that a simulator
 // restarted on the same journal serves the graphs it served before: a version resolver that already resolved a
 // published release must not see it vanish (it would report RemovedFromGraph). Generated series and fixtures are
 // not journalled, since the simulator's flags rebuild them. It is safe for concurrent use.
@@ -51,9 +62,12 @@ func OpenJournal(path string) (*Journal, error) {
 	if err := json.Unmarshal(data, &j.entries); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidJournal, path, err)
 	}
-	for i, e := range j.entries {
-		if e.Op != OpPublish && e.Op != OpRemove {
-			return nil, fmt.Errorf("%w: %s: entry %d has op %q, want %s or %s", ErrInvalidJournal, path, i, e.Op, OpPublish, OpRemove)
+	for i := range j.entries {
+		switch op := j.entries[i].Op; op {
+		case OpPublish, OpRemove, OpConditionalEdge, OpRemoveEdge:
+		default:
+			return nil, fmt.Errorf("%w: %s: entry %d has op %q, want %s, %s, %s or %s", ErrInvalidJournal, path, i, op,
+				OpPublish, OpRemove, OpConditionalEdge, OpRemoveEdge)
 		}
 	}
 	return j, nil
@@ -66,15 +80,26 @@ func (j *Journal) Entries() []JournalEntry {
 	return append([]JournalEntry(nil), j.entries...)
 }
 
-// Replay applies the journal's entries to s in order. A removal of a release s does not hold is not an error: the
-// series it removed the release from may have changed since.
+// Replay applies the journal's entries to s in order. A removal of a release or an edge s does not hold, or a
+// conditional edge between releases s no longer serves, is not an error: the series may have changed since.
 func (j *Journal) Replay(s *Simulator) error {
-	for _, e := range j.Entries() {
-		if e.Op == OpRemove {
+	entries := j.Entries()
+	for i := range entries {
+		e := &entries[i]
+		var err error
+		switch e.Op {
+		case OpRemove:
 			s.Remove(e.Channel, e.Arch, e.Version)
-			continue
+		case OpRemoveEdge:
+			s.RemoveEdge(e.Channel, e.Arch, e.From, e.To)
+		case OpConditionalEdge:
+			if s.AddConditionalEdge(e.Channel, e.Arch, e.From, e.To, e.Risks) != nil {
+				continue // checked when it was recorded: it fails now only if a release it names is no longer served
+			}
+		default:
+			err = s.Publish(e.Channel, e.Arch, e.Version, e.Payload)
 		}
-		if err := s.Publish(e.Channel, e.Arch, e.Version, e.Payload); err != nil {
+		if err != nil {
 			return fmt.Errorf("replaying %s: %w", j.path, err)
 		}
 	}

@@ -133,7 +133,7 @@ func (s *Simulator) Publish(channel, arch, version, payload string) error {
 	key := graphKey{channel, arch}
 	g := s.graphs[key]
 	if g == nil {
-		g = &Graph{Version: 1, Nodes: []Node{}, Edges: [][2]int{}, ConditionalEdges: []json.RawMessage{}}
+		g = &Graph{Version: 1, Nodes: []Node{}, Edges: [][2]int{}, ConditionalEdges: []ConditionalEdge{}}
 		s.graphs[key] = g
 	}
 	for i := range g.Nodes {
@@ -164,7 +164,8 @@ func (s *Simulator) Publish(channel, arch, version, payload string) error {
 	return nil
 }
 
-// Remove deletes version from channel on arch, with its edges. It reports whether the release was present.
+// Remove deletes version from channel on arch, with its edges and conditional edges: what Cincinnati does when a
+// release is pulled. It reports whether the release was present.
 func (s *Simulator) Remove(channel, arch, version string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,6 +191,7 @@ func (s *Simulator) Remove(channel, arch, version string) bool {
 		edges = append(edges, e)
 	}
 	g.Edges = edges
+	g.dropConditional(func(e Edge) bool { return e.From == version || e.To == version })
 	return true
 }
 
