@@ -249,6 +249,13 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.EventsNATSURL, "events-nats-url", "", "also relay the change feed to NATS JetStream at this URL, e.g. nats://127.0.0.1:4222 (one API process at a time relays)")
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")
 	fs.StringVar(&o.cfg.EventsNATSSubjectPrefix, "events-nats-subject-prefix", "hyperfleet", "subjects are <prefix>.<kind>.<type>, e.g. hyperfleet.cluster.status")
+	fs.StringVar(&o.cfg.EventsNATSCredsFile, "events-nats-creds", "", "NATS credentials file (user JWT and NKey seed) for the relay")
+	fs.StringVar(&o.cfg.EventsNATSUser, "events-nats-user", "", "NATS user for the relay (with --events-nats-password-file)")
+	fs.StringVar(&o.cfg.EventsNATSPasswordFile, "events-nats-password-file", "", "file holding the NATS user's password")
+	fs.StringVar(&o.cfg.EventsNATSTokenFile, "events-nats-token-file", "", "file holding a NATS token for the relay")
+	fs.StringVar(&o.cfg.EventsNATSTLSCAFile, "events-nats-tls-ca", "", "PEM CA bundle that verifies the NATS server (makes the connection TLS; default: the system's CAs for tls:// URLs)")
+	fs.StringVar(&o.cfg.EventsNATSTLSCertFile, "events-nats-tls-cert", "", "PEM client certificate for a NATS server that verifies clients (with --events-nats-tls-key)")
+	fs.StringVar(&o.cfg.EventsNATSTLSKeyFile, "events-nats-tls-key", "", "PEM private key of --events-nats-tls-cert")
 	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream shows nothing before a bookmark event says how far it has read the feed (and keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")
@@ -289,7 +296,12 @@ func newMigrateCommand() *cobra.Command {
 		Long: `Applies the database migrations. With --required-adapters it also sets which adapters must report on each
 kind, for the whole database: serving replicas notice within --required-adapters-check, drain and exit, and
 started again re-aggregate every resource for the new set. A deleting resource that no adapter of the new set
-still has to finalize is then removed, and each such removal is logged.`,
+still has to finalize is then removed, and each such removal is logged.
+
+With --renew-feed-epoch it gives the change feed a new epoch. Run it after restoring the database from a backup,
+or after failing over to a replica that may lack the last commits: the feed then hands out sequence numbers it
+had handed out before, and the new epoch makes every position of the old history 410 (list again) instead of a
+silent skip.`,
 		Example: `  hyperfleet-api migrate --db-url postgres://... \
     --required-adapters 'versionstream=version-resolver;cluster=hostedcluster-applier;nodepool=hivelocity-provisioner'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -303,5 +315,8 @@ still has to finalize is then removed, and each such removal is logged.`,
 	o.addDatabaseFlags(cmd.Flags())
 	cmd.Flags().StringArrayVar(&o.requiredAdapters, "required-adapters", nil,
 		"set the adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable; default: leave them)")
+	cmd.Flags().BoolVar(&o.cfg.RenewFeedEpoch, "renew-feed-epoch", false,
+		"give the change feed a new epoch: run it after restoring the database or failing over to a replica that may lack commits, "+
+			"so that every watcher lists again instead of missing the events that reuse the old numbers")
 	return cmd
 }

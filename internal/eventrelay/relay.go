@@ -2,10 +2,12 @@
 // through durable consumers instead of each holding a watch on every API replica.
 //
 // The relay follows the committed, sequenced events (never the writes themselves), publishes each with its
-// sequence as the JetStream message id, and records how far it got only after JetStream acknowledged: a relay
+// position (<epoch>.<seq>, the watch's event id) as the JetStream message id, and records how far it got only after JetStream acknowledged: a relay
 // that dies between publishing and recording publishes again from the record, and JetStream's duplicate window
 // drops what it already has. Delivery is therefore exactly once per sequence within the window (2 minutes by
-// default) and at least once beyond it, in sequence order, which keeps the order of each resource's changes.
+// default) and at least once beyond it, in sequence order, which keeps the order of each resource's changes. The
+// epoch in the id keeps a feed restored or failed over (which hands sequence numbers out again) from having its
+// new events dropped as duplicates of the old ones.
 package eventrelay
 
 import (
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +40,8 @@ const (
 
 // Feed is the change feed the relay follows (feed.Feed).
 type Feed interface {
-	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
+	Head() resource.Position
+	Next(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error)
 }
 
 // Positions stores how far each relay got (postgres.Store).
@@ -60,8 +64,15 @@ type Config struct {
 	Stream        string        // default DefaultStream
 	SubjectPrefix string        // subjects are <prefix>.<kind>.<type>; default DefaultSubjectPrefix
 	Duplicates    time.Duration // JetStream's duplicate window; default DefaultDuplicates
-	Log           *slog.Logger
-	Registerer    prometheus.Registerer
+	// Auth: a credentials file (a user JWT and its NKey seed, as nsc writes it), or a user and the file holding
+	// its password, or the file holding a token; none for a server without authentication (or with the user in
+	// URL). The files are read at each connection, so a rotated secret is used from the next reconnect on.
+	CredsFile, User, PasswordFile, TokenFile string
+	// TLS: the CA bundle that verifies the server (default: the system's) and a client certificate and key for
+	// servers that verify clients. A tls:// URL, or any of these, makes the connection TLS.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	Log                                *slog.Logger
+	Registerer                         prometheus.Registerer
 }
 
 // Relay copies the feed to JetStream.
@@ -80,6 +91,9 @@ func New(cfg Config, feed Feed, positions Positions, leader Leadership) (*Relay,
 	cfg.Stream = cmp.Or(cfg.Stream, DefaultStream)
 	cfg.SubjectPrefix = cmp.Or(cfg.SubjectPrefix, DefaultSubjectPrefix)
 	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	r := &Relay{cfg: cfg, feed: feed, positions: positions, leader: leader,
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyperfleet_events_relayed_total",
 			Help: "Change feed events this process published to NATS JetStream and had acknowledged."}),
@@ -117,9 +131,70 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
+// Check returns an error if the authentication or TLS options do not fit together.
+func (c Config) Check() error {
+	auths := 0
+	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.PasswordFile != "", c.TokenFile != ""} {
+		if set {
+			auths++
+		}
+	}
+	switch {
+	case auths > 1:
+		return errors.New("NATS relay: give one of a credentials file, a user and password file, or a token file")
+	case (c.User == "") != (c.PasswordFile == ""):
+		return errors.New("NATS relay: a user needs its password file, and a password file its user")
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return errors.New("NATS relay: a TLS client certificate needs its key, and a key its certificate")
+	}
+	return nil
+}
+
+// options are the connection's authentication and TLS options, the secrets read from their files now.
+func (c Config) options() ([]nats.Option, error) {
+	opts := []nats.Option{nats.Name("hyperfleet-api event relay"), nats.MaxReconnects(-1)}
+	read := func(file string) (string, error) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("NATS relay: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	switch {
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.User != "":
+		password, err := read(c.PasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserInfo(c.User, password))
+	case c.TokenFile != "":
+		token, err := read(c.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(token))
+	}
+	if c.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCAFile))
+	}
+	if c.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
+	}
+	if c.TLSCAFile != "" || c.TLSCertFile != "" {
+		opts = append(opts, nats.Secure())
+	}
+	return opts, nil
+}
+
 // relay connects, makes sure the stream exists and publishes from the recorded position on.
 func (r *Relay) relay(ctx context.Context) error {
-	nc, err := nats.Connect(r.cfg.URL, nats.Name("hyperfleet-api event relay"), nats.MaxReconnects(-1))
+	opts, err := r.cfg.options()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(r.cfg.URL, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", r.cfg.URL, err)
 	}
@@ -133,18 +208,22 @@ func (r *Relay) relay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create or update stream %s: %w", r.cfg.Stream, err)
 	}
-	pos, err := r.positions.RelayPosition(ctx, r.Name())
+	// The recorded position is the database's, so of the epoch the database has now: after a restore, the
+	// record is restored with the events.
+	seq, err := r.positions.RelayPosition(ctx, r.Name())
 	if err != nil {
 		return err
 	}
-	r.cfg.Log.Info("relaying the change feed to NATS JetStream", "url", r.cfg.URL, "stream", r.cfg.Stream, "after", pos)
+	pos := resource.Position{Epoch: r.feed.Head().Epoch, Seq: seq}
+	r.cfg.Log.Info("relaying the change feed to NATS JetStream", "url", r.cfg.URL, "stream", r.cfg.Stream, "epoch", pos.Epoch, "after", pos.Seq)
 	for {
 		events, err := r.feed.Next(ctx, pos, batch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if !errors.Is(err, resource.ErrExpired) {
+			if errors.Is(err, resource.ErrOtherEpoch) || !errors.Is(err, resource.ErrExpired) {
+				// A new epoch (or a feed that has not seen it yet): start again from the record.
 				return err
 			}
 			// Retention removed events the relay never published (it was down longer than --events-retention):
@@ -154,20 +233,24 @@ func (r *Relay) relay(ctx context.Context) error {
 				return err
 			}
 			r.cfg.Log.Error("the change feed removed events before they were relayed; JetStream misses them",
-				"after", pos, "resuming_after", through)
-			pos = through
+				"after", pos.Seq, "resuming_after", through)
+			pos.Seq = through
 			continue
 		}
-		if err := r.publish(ctx, js, events); err != nil {
+		if err := r.publish(ctx, js, pos.Epoch, events); err != nil {
 			return err
 		}
-		pos = events[len(events)-1].Seq
-		if err := r.positions.SetRelayPosition(ctx, r.Name(), pos); err != nil {
+		pos.Seq = events[len(events)-1].Seq
+		if err := r.positions.SetRelayPosition(ctx, r.Name(), pos.Seq); err != nil {
 			return err
 		}
-		r.position.Set(float64(pos))
+		r.position.Set(float64(pos.Seq))
 	}
 }
+
+// MsgID is the JetStream message id of the event numbered seq in the feed's epoch: its position as a watch spells
+// it, "<epoch>.<seq>".
+func MsgID(epoch string, seq int64) string { return epoch + "." + strconv.FormatInt(seq, 10) }
 
 // Subject returns the subject of an event of kind and type under prefix: <prefix>.<kind in lower case>.<type>.
 func Subject(prefix, kind string, t resource.EventType) string {
@@ -175,7 +258,7 @@ func Subject(prefix, kind string, t resource.EventType) string {
 }
 
 // publish sends a batch asynchronously and waits for every acknowledgement: one connection keeps them in order.
-func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []resource.Event) error {
+func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, epoch string, events []resource.Event) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for i := range events {
 		e := &events[i]
@@ -190,7 +273,7 @@ func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, events []re
 		}
 		msg := nats.NewMsg(Subject(r.cfg.SubjectPrefix, e.Kind, e.Type))
 		msg.Data = data
-		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(strconv.FormatInt(e.Seq, 10)))
+		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(epoch, e.Seq)))
 		if err != nil {
 			return fmt.Errorf("publish event %d: %w", e.Seq, err)
 		}

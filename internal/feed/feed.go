@@ -5,6 +5,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,26 +16,47 @@ import (
 // Feed fans the change feed out to any number of readers in one process. One goroutine (Run) follows the log,
 // woken by wake, and keeps the latest events in memory; readers pull from there at their own pace, or from the
 // log when they fall behind the memory, so a slow reader costs nothing to the others and holds no buffer.
+//
+// Positions carry the feed's epoch (resource.Position): a reader at a position of another epoch, or beyond the
+// head for longer than the grace, is told resource.ErrOtherEpoch, never left waiting for numbers that the feed
+// will hand out again to other events.
 type Feed struct {
 	log    resource.EventLog
 	wake   <-chan struct{}
 	recent int
+	grace  time.Duration
 
 	mu      sync.Mutex
-	head    int64
+	head    resource.Position
 	ring    []resource.Event // the latest events, oldest first, at most recent of them
 	changed chan struct{}    // closed and replaced when head moves
 }
 
-// feedPoll is how often Run reads the log without being woken: the safety net for a lost notification.
+// feedPoll is how often Run reads the log without being woken: the safety net for a lost notification, and how
+// soon a renewed epoch is noticed.
 const feedPoll = time.Second
 
-// New returns a feed over log, woken by wake (which may be nil), keeping the latest recent events in memory.
-func New(log resource.EventLog, wake <-chan struct{}, recent int) *Feed {
-	if recent < 1 {
-		recent = 4096
+// DefaultGrace is how long a position beyond the head is waited for before it is refused: a position from a
+// replica that is just ahead of this one (its feed read the log a moment earlier) still works.
+const DefaultGrace = 5 * time.Second
+
+// Config tunes a Feed.
+type Config struct {
+	// Recent is how many of the latest events are kept in memory (default 4096).
+	Recent int
+	// Grace is how long a position beyond the head is waited for (default DefaultGrace).
+	Grace time.Duration
+}
+
+// New returns a feed over log, woken by wake (which may be nil).
+func New(log resource.EventLog, wake <-chan struct{}, cfg Config) *Feed {
+	if cfg.Recent < 1 {
+		cfg.Recent = 4096
 	}
-	return &Feed{log: log, wake: wake, recent: recent, changed: make(chan struct{})}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	return &Feed{log: log, wake: wake, recent: cfg.Recent, grace: cfg.Grace, changed: make(chan struct{})}
 }
 
 // Start reads the log's head, so that Head is right before Run has run.
@@ -70,6 +92,11 @@ func (f *Feed) catchUp(ctx context.Context) error {
 		head := f.head
 		f.mu.Unlock()
 		events, err := f.log.Events(ctx, head, 1000)
+		if errors.Is(err, resource.ErrExpired) {
+			// The log was restored or failed over (another epoch), or this process fell behind retention: start
+			// again at the log's head. Readers still at the old positions are told so by Next.
+			return f.restart(ctx)
+		}
 		if err != nil || len(events) == 0 {
 			return err
 		}
@@ -78,9 +105,8 @@ func (f *Feed) catchUp(ctx context.Context) error {
 		if over := len(f.ring) - f.recent; over > 0 {
 			f.ring = append(f.ring[:0:0], f.ring[over:]...)
 		}
-		f.head = events[len(events)-1].Seq
-		close(f.changed)
-		f.changed = make(chan struct{})
+		f.head.Seq = events[len(events)-1].Seq
+		f.broadcast()
 		f.mu.Unlock()
 		if len(events) < 1000 {
 			return nil
@@ -88,36 +114,107 @@ func (f *Feed) catchUp(ctx context.Context) error {
 	}
 }
 
-// Head returns the latest sequence the feed has seen. Every change it names is committed, so a list read after
+// restart moves the feed to the log's head, forgetting the events it kept.
+func (f *Feed) restart(ctx context.Context) error {
+	head, err := f.log.Head(ctx)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.head, f.ring = head, nil
+	f.broadcast()
+	return nil
+}
+
+// broadcast wakes every waiting reader; f.mu is held.
+func (f *Feed) broadcast() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Head returns the latest position the feed has seen. Every change up to it is committed, so a list read after
 // Head returned shows it: listing and then watching from Head misses nothing.
-func (f *Feed) Head() int64 {
+func (f *Feed) Head() resource.Position {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.head
 }
 
-// Check returns resource.ErrExpired if a reader at after has missed events that retention removed.
-func (f *Feed) Check(ctx context.Context, after int64) error {
+// Check returns resource.ErrExpired (wrapped) if a reader at after has missed events: retention removed them, the
+// position is of another epoch, or it is beyond the head and stays so for the grace (it waits that long).
+func (f *Feed) Check(ctx context.Context, after resource.Position) error {
+	var deadline time.Time
+	for {
+		f.mu.Lock()
+		head, changed := f.head, f.changed
+		f.mu.Unlock()
+		if err := f.ahead(after, head, &deadline); err != nil {
+			return err
+		}
+		if after.Seq <= head.Seq {
+			break
+		}
+		if err := f.waitChange(ctx, changed, deadline); err != nil {
+			return err
+		}
+	}
 	compacted, err := f.log.CompactedThrough(ctx)
 	if err != nil {
 		return err
 	}
-	if after < compacted {
-		return fmt.Errorf("%w: position %d, events up to %d were removed", resource.ErrExpired, after, compacted)
+	if after.Seq < compacted {
+		return fmt.Errorf("%w: position %d, events up to %d were removed", resource.ErrExpired, after.Seq, compacted)
 	}
 	return nil
 }
 
-// Next returns up to limit events after after, in order, waiting until there is one or ctx ends.
-func (f *Feed) Next(ctx context.Context, after int64, limit int) ([]resource.Event, error) {
+// ahead returns resource.ErrOtherEpoch if after is of another epoch than head, or beyond it past *deadline (which
+// it sets, the first time after is beyond head, to the end of the grace).
+func (f *Feed) ahead(after, head resource.Position, deadline *time.Time) error {
+	if after.Epoch != head.Epoch {
+		return fmt.Errorf("%w: position of epoch %q, the feed's is %q", resource.ErrOtherEpoch, after.Epoch, head.Epoch)
+	}
+	if after.Seq <= head.Seq {
+		return nil
+	}
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(f.grace)
+	} else if !time.Now().Before(*deadline) {
+		return fmt.Errorf("%w: position %d is beyond the feed's head %d", resource.ErrOtherEpoch, after.Seq, head.Seq)
+	}
+	return nil
+}
+
+// waitChange waits until the feed moves, ctx ends, or deadline (if set) passes.
+func (f *Feed) waitChange(ctx context.Context, changed <-chan struct{}, deadline time.Time) error {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-changed:
+	case <-timeout:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Next returns up to limit events after after, in order, waiting until there is one or ctx ends. It returns
+// resource.ErrExpired (wrapped) as Check does, whenever it finds that after has missed events.
+func (f *Feed) Next(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error) {
+	var deadline time.Time
 	for {
 		f.mu.Lock()
 		head, changed := f.head, f.changed
 		var out []resource.Event
-		fromMemory := len(f.ring) > 0 && f.ring[0].Seq <= after+1
-		if after < head && fromMemory {
+		fromMemory := len(f.ring) > 0 && f.ring[0].Seq <= after.Seq+1
+		if after.Epoch == head.Epoch && after.Seq < head.Seq && fromMemory {
 			for _, e := range f.ring {
-				if e.Seq > after {
+				if e.Seq > after.Seq {
 					out = append(out, e)
 					if len(out) == limit {
 						break
@@ -126,23 +223,25 @@ func (f *Feed) Next(ctx context.Context, after int64, limit int) ([]resource.Eve
 			}
 		}
 		f.mu.Unlock()
-		switch {
-		case len(out) > 0:
+		if len(out) > 0 {
 			return out, nil
-		case after < head && !fromMemory:
-			// Behind what memory holds: read the log, which also tells when the reader fell behind retention.
-			if err := f.Check(ctx, after); err != nil {
-				return nil, err
-			}
+		}
+		if err := f.ahead(after, head, &deadline); err != nil {
+			return nil, err
+		}
+		if after.Seq < head.Seq && !fromMemory {
+			// Behind what memory holds: read the log, which also tells, in the same snapshot, when the reader
+			// fell behind retention.
 			events, err := f.log.Events(ctx, after, limit)
 			if err != nil || len(events) > 0 {
 				return events, err
 			}
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if after.Seq <= head.Seq {
+			deadline = time.Time{}
+		}
+		if err := f.waitChange(ctx, changed, deadline); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -299,7 +299,7 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	fast := k.fastItems(&opts, fields, public)
 	opts.Borrow = fast // appendResource copies what it writes before the next row is read
 	out := &listWriter{w: w, contentType: contentType, head: listHead{Kind: k.d.Kind + "List", Page: opts.Page, Size: opts.Size,
-		ResourceVersion: strconv.FormatInt(position, 10)}}
+		ResourceVersion: formatPosition(position)}}
 	var buf []byte
 	result, err := k.s.svc.List(r.Context(), k.d, opts, func(res *resource.Resource) error {
 		if fast {

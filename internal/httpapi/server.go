@@ -60,7 +60,7 @@ type Config struct {
 	AdapterRateLimit float64
 	AdapterRateBurst int
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
-	// (lists then report position 0).
+	// (lists then report an empty position).
 	Feed ChangeFeed
 	// WatchHeartbeat is how long a watch stream may show nothing before a bookmark event, its heartbeat, says how
 	// far it has read the feed (default 15 s).
@@ -79,9 +79,9 @@ type Config struct {
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
 type ChangeFeed interface {
-	Head() int64
-	Check(ctx context.Context, after int64) error
-	Next(ctx context.Context, after int64, limit int) ([]resource.Event, error)
+	Head() resource.Position
+	Check(ctx context.Context, after resource.Position) error
+	Next(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error)
 }
 
 // Handler is the API's http.Handler: the router with every kind's routes and the middleware around them.

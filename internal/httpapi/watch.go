@@ -21,9 +21,6 @@ import (
 // proxies it is alive).
 const defaultHeartbeat = 15 * time.Second
 
-// feedPosition is a position in the change feed as a watch spells it (an event's id:, Last-Event-ID).
-func feedPosition(seq int64) string { return strconv.FormatInt(seq, 10) }
-
 // watchBatch bounds the events a stream takes from the feed at once.
 const watchBatch = 500
 
@@ -61,15 +58,40 @@ func watchRequested(r *http.Request) (bool, error) {
 	}
 }
 
-func (s *Handler) feedHead() int64 {
+func (s *Handler) feedHead() resource.Position {
 	if s.cfg.Feed == nil {
-		return 0
+		return resource.Position{}
 	}
 	return s.cfg.Feed.Head()
 }
 
+// formatPosition spells a position of the change feed as the API sends it (resource_version of a list, id: of an
+// event): "<epoch>.<seq>". Clients treat it as opaque and hand it back.
+func formatPosition(p resource.Position) string {
+	if p.Epoch == "" {
+		return strconv.FormatInt(p.Seq, 10) // no change feed: nothing to watch from
+	}
+	return p.Epoch + "." + strconv.FormatInt(p.Seq, 10)
+}
+
+// parsePosition reads a position as formatPosition spells it. A bare number (a position from before the feed had
+// epochs) parses as one of no epoch: it is well formed, and the feed answers it 410, so the client lists again.
+func parsePosition(s string) (resource.Position, bool) {
+	epoch, seq, dotted := strings.Cut(strings.TrimSpace(s), ".")
+	if !dotted {
+		epoch, seq = "", epoch
+	} else if epoch == "" || strings.Trim(epoch, "0123456789abcdef") != "" {
+		return resource.Position{}, false
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 0 {
+		return resource.Position{}, false
+	}
+	return resource.Position{Epoch: epoch, Seq: n}, true
+}
+
 // watchPosition is where a watch starts: after Last-Event-ID, else after resource_version, else at the present.
-func (s *Handler) watchPosition(r *http.Request) (int64, error) {
+func (s *Handler) watchPosition(r *http.Request) (resource.Position, error) {
 	for _, p := range []struct{ name, value string }{
 		{"Last-Event-ID", r.Header.Get("Last-Event-ID")},
 		{"resource_version", r.URL.Query().Get("resource_version")},
@@ -77,11 +99,11 @@ func (s *Handler) watchPosition(r *http.Request) (int64, error) {
 		if p.value == "" {
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(p.value), 10, 64)
-		if err != nil || n < 0 {
-			return 0, badParam(p.name, "must be a position in the change feed (a whole number from 0)")
+		pos, ok := parsePosition(p.value)
+		if !ok {
+			return resource.Position{}, badParam(p.name, "must be a position in the change feed, as a list's resource_version or an event's id gives it")
 		}
-		return n, nil
+		return pos, nil
 	}
 	return s.feedHead(), nil
 }
@@ -168,7 +190,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 		}
 		return rc.Flush() == nil
 	}
-	if !send(": watching after " + feedPosition(after) + "\n\n") {
+	if !send(": watching after " + formatPosition(after) + "\n\n") {
 		return
 	}
 	// A bookmark says how far the stream has read the feed, so that a watcher whose filter matched nothing for a
@@ -177,7 +199,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 	// stream that ends cleanly.
 	lastWrite := time.Now()
 	bookmark := func() bool {
-		pos := feedPosition(after)
+		pos := formatPosition(after)
 		lastWrite = time.Now()
 		return send("id: " + pos + "\nevent: " + api.BookmarkEvent + "\ndata: {\"position\":\"" + pos + "\"}\n\n")
 	}
@@ -228,7 +250,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 				}
 				return
 			}
-			after = chunk[len(chunk)-1].Seq
+			after.Seq = chunk[len(chunk)-1].Seq
 			if len(batch) == 0 {
 				continue
 			}
@@ -237,7 +259,7 @@ func (k *kindHandler) watch(w http.ResponseWriter, r *http.Request, opts resourc
 			}
 			for i := range batch {
 				e := &batch[i]
-				if _, err := io.WriteString(w, "id: "+feedPosition(e.Seq)+"\nevent: "+string(e.Type)+"\ndata: "); err != nil {
+				if _, err := io.WriteString(w, "id: "+formatPosition(resource.Position{Epoch: after.Epoch, Seq: e.Seq})+"\nevent: "+string(e.Type)+"\ndata: "); err != nil {
 					return
 				}
 				// Encode ends the value with a newline; one more ends the event.

@@ -35,7 +35,7 @@ type matching struct {
 
 // seedMatching reads the ids of the resources the watch's filter matches now, a page at a time and without their
 // contents. head is the feed's head; it is read after the set, so that every event it covers may predate it.
-func (k *kindHandler) seedMatching(ctx context.Context, opts resource.ListOptions, head func() int64) (*matching, error) {
+func (k *kindHandler) seedMatching(ctx context.Context, opts resource.ListOptions, head func() resource.Position) (*matching, error) {
 	m := &matching{ids: map[uuid.UUID]bool{}}
 	q := resource.ListOptions{ParentID: opts.ParentID, Search: opts.Search, SearchPublic: opts.SearchPublic,
 		PendingFor: opts.PendingFor, ResyncAfter: opts.ResyncAfter, IncludeDeleted: true, Page: 1, Size: seedPage,
@@ -57,7 +57,7 @@ func (k *kindHandler) seedMatching(ctx context.Context, opts resource.ListOption
 		}
 		q.After = res.Next
 	}
-	m.seqBefore, m.timeBefore = head(), time.Now().Add(seedSlack)
+	m.seqBefore, m.timeBefore = head().Seq, time.Now().Add(seedSlack)
 	return m, nil
 }
 

@@ -148,6 +148,27 @@ func migrations() []*gormigrate.Migration {
 				})
 			},
 		},
+		{
+			// The change feed, exact or saying it is not. Its epoch, renewed by `migrate --renew-feed-epoch` after a
+			// restore or a failover, tells positions of a rewound history (whose numbers are handed out again) from
+			// current ones. Leadership is a lease row with an expiry on the database's clock rather than a session
+			// advisory lock, which a frozen connection held for hours. Writes no longer NOTIFY: the trigger made every
+			// write transaction take the database-wide notify lock at commit; the sequencer polls instead.
+			ID: "202612010010_feed_epoch_leases",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, []string{
+					`ALTER TABLE event_feed ADD COLUMN epoch text NOT NULL DEFAULT ''`,
+					`UPDATE event_feed SET epoch = ` + newEpochSQL,
+					`CREATE TABLE feed_leases (
+						name text PRIMARY KEY,
+						holder text NOT NULL,
+						expires timestamptz NOT NULL
+					)`,
+					`DROP TRIGGER event_staging_wake ON event_staging`,
+					`DROP FUNCTION hyperfleet_wake_sequencer()`,
+				})
+			},
+		},
 	}
 }
 

@@ -21,6 +21,9 @@ import (
 type Store struct {
 	db       *gorm.DB
 	children map[*resource.Descriptor][]*resource.Descriptor
+	// written, when set, is called after every write that committed: it pokes this process's sequencer, which
+	// otherwise learns of staged events only at its next poll.
+	written func()
 }
 
 var _ resource.Store = (*Store)(nil)
@@ -34,6 +37,16 @@ func NewStore(db *gorm.DB, kinds []*resource.Descriptor) *Store {
 		}
 	}
 	return &Store{db: db, children: children}
+}
+
+// OnWrite makes fn be called after every write that committed (Sequencer.Poke). Call it before the store serves.
+func (s *Store) OnWrite(fn func()) { s.written = fn }
+
+// wrote calls the OnWrite hook.
+func (s *Store) wrote() {
+	if s.written != nil {
+		s.written()
+	}
 }
 
 // row is a resource as stored; it never leaves this package.
@@ -194,6 +207,7 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 	case outcome.Inserted == 0:
 		return nil, resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
 	}
+	s.wrote()
 	return r, nil
 }
 

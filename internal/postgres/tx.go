@@ -26,6 +26,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
 		err = s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
 			return fn(&txStore{db: db, store: s})
 		})
+		if err == nil {
+			s.wrote()
+		}
 		if !retryable(err) || ctx.Err() != nil {
 			return err
 		}

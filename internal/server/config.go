@@ -106,6 +106,14 @@ type Config struct {
 	EventsMax       int64
 	// EventsCompactEvery is how often retention runs (default 30 s).
 	EventsCompactEvery time.Duration
+	// EventsGrace is how long a watch from a position beyond the feed's head waits for it before 410 (default
+	// feed.DefaultGrace); EventsLeaseTTL how long a lost sequencer blocks the others (default
+	// postgres.DefaultLeaseTTL). Tests shorten them.
+	EventsGrace    time.Duration
+	EventsLeaseTTL time.Duration
+	// RenewFeedEpoch (migrate only) gives the change feed a new epoch, after a restore or a failover to a replica
+	// that may lack commits: every position handed out before is then answered 410, so clients list again.
+	RenewFeedEpoch bool
 	// WatchHeartbeat is how long a watch shows nothing before a bookmark event (default 15 s).
 	WatchHeartbeat time.Duration
 	// EventsNATSURL, when set, relays the change feed to NATS JetStream: stream EventsNATSStream (default
@@ -113,6 +121,9 @@ type Config struct {
 	EventsNATSURL           string
 	EventsNATSStream        string
 	EventsNATSSubjectPrefix string
+	// The relay's NATS authentication and TLS (eventrelay.Config says how they combine).
+	EventsNATSCredsFile, EventsNATSUser, EventsNATSPasswordFile, EventsNATSTokenFile string
+	EventsNATSTLSCAFile, EventsNATSTLSCertFile, EventsNATSTLSKeyFile                 string
 	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -54,7 +55,9 @@ type Server struct {
 	required postgres.RequiredAdapters
 	// dsn is the database's URL, for the change feed's own sessions.
 	dsn string
-	// The change feed: the sequencer (one process at a time works), this process's listener and fan-out.
+	// The change feed: its own small pool of sessions, the sequencer (one process at a time works), this
+	// process's listener and fan-out.
+	feedPool  *pgxpool.Pool
 	sequencer *postgres.Sequencer
 	notifier  *postgres.Notifier
 	feed      *feed.Feed
@@ -97,8 +100,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	store := postgres.NewStore(s.db, set.All)
 	svc := resource.NewService(store, set.All)
-	s.notifier = postgres.NewNotifier(s.dsn, log)
-	s.feed = feed.New(store, s.notifier.C(), 4096)
+	if s.feedPool, err = postgres.OpenFeedPool(ctx, s.dsn); err != nil {
+		return nil, err
+	}
+	s.notifier = postgres.NewNotifier(s.feedPool, log)
+	s.feed = feed.New(store, s.notifier.C(), feed.Config{Recent: 4096, Grace: cfg.EventsGrace})
 	if err := s.feed.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -133,14 +139,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, err
 	}
-	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{DSN: s.dsn, Retention: cmp.Or(cfg.EventsRetention, 24*time.Hour),
-		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, Log: log, Registerer: reg})
+	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{Pool: s.feedPool, Retention: cmp.Or(cfg.EventsRetention, 24*time.Hour),
+		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, LeaseTTL: cfg.EventsLeaseTTL,
+		Log: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
+	// This process's writes wake its sequencer at once; other processes' wait for its poll.
+	store.OnWrite(s.sequencer.Poke)
 	if cfg.EventsNATSURL != "" {
 		s.relay, err = eventrelay.New(eventrelay.Config{URL: cfg.EventsNATSURL, Stream: cfg.EventsNATSStream,
-			SubjectPrefix: cfg.EventsNATSSubjectPrefix, Log: log, Registerer: reg}, s.feed, store, postgres.NewNATSRelayLeader(s.dsn))
+			SubjectPrefix: cfg.EventsNATSSubjectPrefix, CredsFile: cfg.EventsNATSCredsFile, User: cfg.EventsNATSUser,
+			PasswordFile: cfg.EventsNATSPasswordFile, TokenFile: cfg.EventsNATSTokenFile, TLSCAFile: cfg.EventsNATSTLSCAFile,
+			TLSCertFile: cfg.EventsNATSTLSCertFile, TLSKeyFile: cfg.EventsNATSTLSKeyFile, Log: log, Registerer: reg}, s.feed, store, postgres.NewNATSRelayLeader(s.feedPool))
 		if err != nil {
 			return nil, err
 		}
@@ -533,6 +544,13 @@ func RunMigrations(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("schema migrated", "version", postgres.SchemaVersion(), "took", time.Since(start).String())
+	if cfg.RenewFeedEpoch {
+		old, renewed, err := postgres.RenewFeedEpoch(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		log.Warn("renewed the change feed's epoch: every watcher and relay consumer lists again", "old", old, "new", renewed)
+	}
 	if cfg.RequiredAdapters == nil {
 		return nil
 	}
@@ -574,6 +592,9 @@ func (s *Server) close() {
 	}
 	for _, ln := range s.lns {
 		_ = ln.Close()
+	}
+	if s.feedPool != nil {
+		s.feedPool.Close()
 	}
 	if s.sqlDB != nil {
 		_ = s.sqlDB.Close()

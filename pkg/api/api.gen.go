@@ -1215,7 +1215,7 @@ type WatchEvent struct {
 	ParentId        *openapi_types.UUID `json:"parent_id,omitempty"`
 	ResourceVersion string              `json:"resource_version"`
 
-	// Seq Position in the change feed; the SSE `id:`.
+	// Seq Sequence number in the change feed's current epoch; the SSE `id:` is `<epoch>.<seq>`.
 	Seq int64 `json:"seq"`
 
 	// Time When the change was committed.
@@ -1359,16 +1359,17 @@ type ListClustersParams struct {
 
 	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
 	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
-	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
-	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
-	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
-	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
-	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
-	// WatchEvent. Paging parameters are ignored.
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
-	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
@@ -1430,16 +1431,17 @@ type ListClusterNodePoolsParams struct {
 
 	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
 	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
-	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
-	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
-	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
-	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
-	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
-	// WatchEvent. Paging parameters are ignored.
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
-	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
@@ -1501,16 +1503,17 @@ type ListNodePoolsParams struct {
 
 	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
 	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
-	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
-	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
-	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
-	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
-	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
-	// WatchEvent. Paging parameters are ignored.
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
-	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
@@ -1560,16 +1563,17 @@ type ListUpgradeSchedulesParams struct {
 
 	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
 	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
-	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
-	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
-	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
-	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
-	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
-	// WatchEvent. Paging parameters are ignored.
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
-	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
@@ -1631,16 +1635,17 @@ type ListVersionStreamsParams struct {
 
 	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
 	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
-	// would show. Each event's `id:` is its sequence number, `event:` its type and `data:` a WatchEvent. Start
-	// from the `resource_version` of a list (list, then watch), or resume with `Last-Event-ID`; without either the
-	// watch starts at the present. A position older than the retained events is 410 `HYPERFLEET-WAT-001`: list
-	// again. While it shows nothing, a `bookmark` event comes every 15 s (`--watch-heartbeat`), even when the
-	// feed moves on with changes it does not show: its `id:` is how far the stream has read the feed, so that
-	// `Last-Event-ID` moves on and resuming skips nothing; its `data:` is `{"position": <the same>}`, not a
-	// WatchEvent. Paging parameters are ignored.
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
 	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
 
-	// ResourceVersion With `watch=true`, the sequence number to watch after, e.g. the `resource_version` of a list.
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.

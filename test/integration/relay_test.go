@@ -108,8 +108,21 @@ func eventHead(t *testing.T, dsn string) int64 {
 	return head
 }
 
-// The relay publishes every event of the feed once, in order, on <prefix>.<kind>.<type>, with the sequence as the
-// message id.
+// feedEpoch is the change feed's epoch in the database.
+func feedEpoch(t *testing.T, dsn string) string {
+	t.Helper()
+	ctx := ctxFor(t)
+	db, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var epoch string
+	require.NoError(t, db.QueryRow(ctx, "SELECT epoch FROM event_feed").Scan(&epoch))
+	require.NotEmpty(t, epoch)
+	return epoch
+}
+
+// The relay publishes every event of the feed once, in order, on <prefix>.<kind>.<type>, with its position (epoch and
+// sequence) as the message id.
 func TestRelayPublishesTheFeedToJetStream(t *testing.T) {
 	js, stream, prefix := testStream(t)
 	s := startServerOn(t, harness.NewDatabase(t), server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier"}},
@@ -122,11 +135,12 @@ func TestRelayPublishesTheFeedToJetStream(t *testing.T) {
 
 	msgs := streamMessages(t, js, stream)
 	require.Len(t, msgs, int(head))
+	epoch := feedEpoch(t, s.dsn)
 	// The test database's seeded version stream comes first.
 	want := []string{prefix + ".versionstream.created", prefix + ".cluster.created", prefix + ".nodepool.created", prefix + ".cluster.status"}
 	for i, m := range msgs {
 		require.Equal(t, int64(i+1), m.Event.Seq)
-		require.Equal(t, strconv.FormatInt(m.Event.Seq, 10), m.MsgID)
+		require.Equal(t, epoch+"."+strconv.FormatInt(m.Event.Seq, 10), m.MsgID, "the message id is the event's position, epoch included")
 		require.Equal(t, want[i], m.Subject)
 		require.Nil(t, m.Event.Object, "consumers read the resource from the API")
 	}

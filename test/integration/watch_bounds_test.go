@@ -2,7 +2,6 @@ package integration
 
 import (
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -82,9 +81,9 @@ func TestWatchLifetimeEndsCleanly(t *testing.T) {
 	last := events[len(events)-1]
 	require.Equal(t, api.BookmarkEvent, last.Event, "a clean end says where to resume")
 	require.Equal(t, "created", events[0].Event)
-	seen, err := strconv.ParseInt(events[0].ID, 10, 64)
+	seen, err := seqOf(events[0].ID)
 	require.NoError(t, err)
-	pos, err := strconv.ParseInt(last.ID, 10, 64)
+	pos, err := seqOf(last.ID)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, pos, seen)
 
