@@ -21,8 +21,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
-// staleReport is the code of a status report older than the one the API holds: the answer concurrent reports for
-// one resource and adapter are meant to get, not a failure.
+// staleReport is the code of a status report of an older generation than the one the API holds: an expected
+// answer when reports of several generations race, not a failure. (Reports of one generation are all accepted: the
+// one the API receives last wins.)
 const staleReport = "HYPERFLEET-STS-001"
 
 type config struct {

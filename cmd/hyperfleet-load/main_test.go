@@ -206,10 +206,17 @@ func TestStaleReportsAreExpectedNotFailures(t *testing.T) {
 	require.NotNil(t, created.JSON201, "%d %s", created.StatusCode(), created.Body)
 	id := created.JSON201.Id
 	load := &loadClient{Client: s.admin.ClientInterface.(*api.Client), kinds: api.Kinds()}
-	// A report observed a little in the future (the API allows up to 5 minutes) makes every later one stale.
-	first, err := report(ctx, load, id, "load-a", time.Now().Add(2*time.Minute))
+	// A report of a newer generation makes every later one of generation 1 (as the load reports) stale; at one
+	// generation the server's order of arrival decides, so the adapter's clock cannot make one stale.
+	patched, err := s.admin.PatchClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx, id, nil,
+		api.ResourcePatch{Spec: &map[string]interface{}{"hosted_cluster": map[string]any{"infrastructure_availability_policy": "HighlyAvailable"}}})
 	require.NoError(t, err)
-	require.Equal(t, answer{status: http.StatusOK}, first)
+	require.NotNil(t, patched.JSON200, "%d %s", patched.StatusCode(), patched.Body)
+	require.Equal(t, int64(2), patched.JSON200.Generation)
+	first, err := s.admin.PostClusterStatusWithResponse(ctx, id, api.AdapterStatusReport{Adapter: "load-a", ObservedGeneration: 2,
+		ObservedTime: time.Now().UTC(), Conditions: []api.ReportedCondition{{Type: "Available", Status: "True"}}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.StatusCode(), "%s", first.Body)
 
 	var errs bytes.Buffer
 	// One client, so that the fresh reports cannot race each other into being stale.
@@ -225,7 +232,7 @@ func TestStaleReportsAreExpectedNotFailures(t *testing.T) {
 		{name: "stale reports", adapter: "load-a", wantStale: 20},
 		{name: "fresh reports", adapter: "load-b", wantOK: 20},
 		// A report ahead of the resource's generation is refused with 422: a failure, whatever the phase.
-		{name: "refused reports", adapter: "load-c", generation: 2, wantFailures: 20, wantErrs: "status 422 HYPERFLEET-VAL-006"},
+		{name: "refused reports", adapter: "load-c", generation: 3, wantFailures: 20, wantErrs: "status 422 HYPERFLEET-VAL-006"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
