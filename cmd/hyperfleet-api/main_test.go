@@ -142,15 +142,7 @@ func TestServeResolvesListenersAndRateLimitPerEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("HYPERFLEET_ENV", "")
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			o := &options{}
-			cmd := newServeCommand(o)
-			require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, tt.args...)))
-			_, err := o.finish(cmd)
-			require.NoError(t, err)
+			o := parseServe(t, tt.env, tt.args...)
 			got := server.Config{APIBindAddress: o.cfg.APIBindAddress, HealthBindAddress: o.cfg.HealthBindAddress,
 				MetricsBindAddress: o.cfg.MetricsBindAddress, RateLimit: o.cfg.RateLimit, AdapterRateLimit: o.cfg.AdapterRateLimit}
 			require.Equal(t, tt.want, got)
@@ -219,15 +211,7 @@ func TestEnableJWTImpliesAuthorization(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("HYPERFLEET_ENV", "")
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			o := &options{}
-			cmd := newServeCommand(o)
-			require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, tt.args...)))
-			_, err := o.finish(cmd)
-			require.NoError(t, err)
+			o := parseServe(t, tt.env, tt.args...)
 			require.Equal(t, tt.wantAuthz, o.cfg.EnableAuthz)
 		})
 	}
@@ -264,4 +248,20 @@ func TestServeCheckConfigAppliesTheProductionRule(t *testing.T) {
 			require.Equal(t, "configuration ok\n", out.String())
 		})
 	}
+}
+
+// parseServe parses serve's flags as the binary would, with env as the only HYPERFLEET_* environment (besides an
+// empty HYPERFLEET_ENV) and a database URL given, and returns the finished options.
+func parseServe(t *testing.T, env map[string]string, args ...string) *options {
+	t.Helper()
+	t.Setenv("HYPERFLEET_ENV", "")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	o := &options{}
+	cmd := newServeCommand(o)
+	require.NoError(t, cmd.ParseFlags(append([]string{"--db-url", "postgres://127.0.0.1:1/x"}, args...)))
+	_, err := o.finish(cmd)
+	require.NoError(t, err)
+	return o
 }
