@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/httpapi"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/natsauth"
 )
 
 // Defaults of Config.
@@ -64,15 +64,10 @@ type Config struct {
 	Stream        string        // default DefaultStream
 	SubjectPrefix string        // subjects are <prefix>.<kind>.<type>; default DefaultSubjectPrefix
 	Duplicates    time.Duration // JetStream's duplicate window; default DefaultDuplicates
-	// Auth: a credentials file (a user JWT and its NKey seed, as nsc writes it), or a user and the file holding
-	// its password, or the file holding a token; none for a server without authentication (or with the user in
-	// URL). The files are read at each connection, so a rotated secret is used from the next reconnect on.
-	CredsFile, User, PasswordFile, TokenFile string
-	// TLS: the CA bundle that verifies the server (default: the system's) and a client certificate and key for
-	// servers that verify clients. A tls:// URL, or any of these, makes the connection TLS.
-	TLSCAFile, TLSCertFile, TLSKeyFile string
-	Log                                *slog.Logger
-	Registerer                         prometheus.Registerer
+	// Auth is the connection's authentication and TLS.
+	Auth       natsauth.Settings
+	Log        *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Relay copies the feed to JetStream.
@@ -91,8 +86,8 @@ func New(cfg Config, feed Feed, positions Positions, leader Leadership) (*Relay,
 	cfg.Stream = cmp.Or(cfg.Stream, DefaultStream)
 	cfg.SubjectPrefix = cmp.Or(cfg.SubjectPrefix, DefaultSubjectPrefix)
 	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
-	if err := cfg.Check(); err != nil {
-		return nil, err
+	if err := cfg.Auth.Check(); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
 	}
 	r := &Relay{cfg: cfg, feed: feed, positions: positions, leader: leader,
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyperfleet_events_relayed_total",
@@ -131,70 +126,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// Check returns an error if the authentication or TLS options do not fit together.
-func (c Config) Check() error {
-	auths := 0
-	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.PasswordFile != "", c.TokenFile != ""} {
-		if set {
-			auths++
-		}
-	}
-	switch {
-	case auths > 1:
-		return errors.New("NATS relay: give one of a credentials file, a user and password file, or a token file")
-	case (c.User == "") != (c.PasswordFile == ""):
-		return errors.New("NATS relay: a user needs its password file, and a password file its user")
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return errors.New("NATS relay: a TLS client certificate needs its key, and a key its certificate")
-	}
-	return nil
-}
-
-// options are the connection's authentication and TLS options, the secrets read from their files now.
-func (c Config) options() ([]nats.Option, error) {
-	opts := []nats.Option{nats.Name("hyperfleet-api event relay"), nats.MaxReconnects(-1)}
-	read := func(file string) (string, error) {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("NATS relay: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-	switch {
-	case c.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(c.CredsFile))
-	case c.User != "":
-		password, err := read(c.PasswordFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.UserInfo(c.User, password))
-	case c.TokenFile != "":
-		token, err := read(c.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nats.Token(token))
-	}
-	if c.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLSCAFile))
-	}
-	if c.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
-	}
-	if c.TLSCAFile != "" || c.TLSCertFile != "" {
-		opts = append(opts, nats.Secure())
-	}
-	return opts, nil
-}
-
 // relay connects, makes sure the stream exists and publishes from the recorded position on.
 func (r *Relay) relay(ctx context.Context) error {
-	opts, err := r.cfg.options()
+	opts, err := r.cfg.Auth.Options()
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(r.cfg.URL, opts...)
+	nc, err := nats.Connect(r.cfg.URL, append(opts, nats.Name("hyperfleet-api event relay"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS at %s: %w", r.cfg.URL, err)
 	}

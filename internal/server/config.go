@@ -14,6 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/openapi"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/natsauth"
 )
 
 // Environments pick defaults (HYPERFLEET_ENV).
@@ -121,9 +122,8 @@ type Config struct {
 	EventsNATSURL           string
 	EventsNATSStream        string
 	EventsNATSSubjectPrefix string
-	// The relay's NATS authentication and TLS (eventrelay.Config says how they combine).
-	EventsNATSCredsFile, EventsNATSUser, EventsNATSPasswordFile, EventsNATSTokenFile string
-	EventsNATSTLSCAFile, EventsNATSTLSCertFile, EventsNATSTLSKeyFile                 string
+	// EventsNATSAuth is the relay's NATS authentication and TLS.
+	EventsNATSAuth natsauth.Settings
 	// RequiredAdaptersCheck is how often a serving replica compares the database's required adapters with the
 	// ones it serves; when they were changed (by migrate), it drains and exits so that it is restarted on them.
 	RequiredAdaptersCheck time.Duration

@@ -149,9 +149,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	store.OnWrite(s.sequencer.Poke)
 	if cfg.EventsNATSURL != "" {
 		s.relay, err = eventrelay.New(eventrelay.Config{URL: cfg.EventsNATSURL, Stream: cfg.EventsNATSStream,
-			SubjectPrefix: cfg.EventsNATSSubjectPrefix, CredsFile: cfg.EventsNATSCredsFile, User: cfg.EventsNATSUser,
-			PasswordFile: cfg.EventsNATSPasswordFile, TokenFile: cfg.EventsNATSTokenFile, TLSCAFile: cfg.EventsNATSTLSCAFile,
-			TLSCertFile: cfg.EventsNATSTLSCertFile, TLSKeyFile: cfg.EventsNATSTLSKeyFile, Log: log, Registerer: reg}, s.feed, store, postgres.NewNATSRelayLeader(s.feedPool))
+			SubjectPrefix: cfg.EventsNATSSubjectPrefix, Auth: cfg.EventsNATSAuth, Log: log, Registerer: reg},
+			s.feed, store, postgres.NewNATSRelayLeader(s.feedPool))
 		if err != nil {
 			return nil, err
 		}

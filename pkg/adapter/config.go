@@ -16,6 +16,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/natsauth"
 )
 
 // MaxShards bounds --shard-count.
@@ -70,6 +71,8 @@ type Config struct {
 	// NATSStream and NATSSubjectPrefix are where hyperfleet-api relays its change feed (its --events-nats-stream
 	// and subject prefix); empty is DefaultNATSStream and DefaultNATSSubjectPrefix.
 	NATSStream, NATSSubjectPrefix string
+	// NATSAuth is the NATS connection's authentication and TLS, as the API's relay has its own.
+	NATSAuth natsauth.Settings
 	// ResyncAfter also polls resources last reported on longer ago than this; 0 polls only changes.
 	ResyncAfter time.Duration
 	// Workers reconcile in parallel; one key is never in two workers.
@@ -127,6 +130,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS server of --source nats, e.g. nats://127.0.0.1:4222")
 	fs.StringVar(&c.NATSStream, "nats-stream", c.NATSStream, "JetStream stream hyperfleet-api relays its change feed to (empty: "+DefaultNATSStream+")")
 	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "subject prefix of the relayed events, <prefix>.<kind>.<type> (empty: "+DefaultNATSSubjectPrefix+")")
+	c.NATSAuth.AddFlags(fs, "nats-", "--source nats")
 	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
@@ -192,6 +196,9 @@ func (c *Config) checkSource() []error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--source %q must be watch, nats or poll", c.Source))
+	}
+	if err := c.NATSAuth.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.NATSStream != "" && !natsName.MatchString(c.NATSStream) {
 		errs = append(errs, fmt.Errorf("--nats-stream %q must be letters, digits, _ and -", c.NATSStream))

@@ -69,7 +69,11 @@ func newNATSSource(r *Runner, js jetstream.JetStream, kind *Kind, feeds []feedHa
 // connectNATS connects to cfg.NATSURL; the connection keeps trying while the server is away, so that an adapter
 // can start before NATS does (its poll works meanwhile).
 func connectNATS(cfg Config, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("hyperfleet adapter "+cfg.Adapter+" ("+cfg.Replica+")"),
+	auth, err := cfg.NATSAuth.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(cfg.NATSURL, append(auth, nats.Name("hyperfleet adapter "+cfg.Adapter+" ("+cfg.Replica+")"),
 		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -78,7 +82,7 @@ func connectNATS(cfg Config, log *slog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("reconnected to NATS", slog.String("url", nc.ConnectedUrlRedacted()))
-		}))
+		}))...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", cfg.NATSURL, err)
 	}

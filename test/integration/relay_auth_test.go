@@ -22,6 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/server"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/natsauth"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -83,7 +86,7 @@ func startSecureNATS(t *testing.T, dir, certFile, keyFile, user, password string
 }
 
 // The relay authenticates (a user and a password file) and verifies the server with a CA file over TLS, and
-// publishes the feed to a server that requires both.
+// publishes the feed to a server that requires both; an adapter's NATS source, given the same settings, consumes it.
 func TestRelayWithCredentialsAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	caFile, certFile, keyFile := writeCA(t, dir)
@@ -91,9 +94,10 @@ func TestRelayWithCredentialsAndTLS(t *testing.T) {
 	passwordFile := filepath.Join(dir, "password")
 	require.NoError(t, os.WriteFile(passwordFile, []byte("s3cret\n"), 0o600))
 
-	s := startServerOn(t, harness.NewDatabase(t), server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier"}},
+	auth := natsauth.Settings{User: "relay", PasswordFile: passwordFile, TLSCAFile: caFile}
+	s := startServerOn(t, harness.NewDatabase(t), server.Config{RequiredAdapters: map[string][]string{"cluster": {"applier"}, "versionstream": {testAdapter}},
 		EventsNATSURL: url, EventsNATSStream: "HFTLS", EventsNATSSubjectPrefix: "hftls",
-		EventsNATSUser: "relay", EventsNATSPasswordFile: passwordFile, EventsNATSTLSCAFile: caFile})
+		EventsNATSAuth: auth})
 	createCluster(t, s, "relayed", nil)
 	head := eventHead(t, s.dsn)
 
@@ -109,4 +113,17 @@ func TestRelayWithCredentialsAndTLS(t *testing.T) {
 	require.Error(t, err, "the server refuses a client without the credentials, so the relay's were used")
 	_, err = nats.Connect(url, nats.UserInfo("relay", "s3cret"), nats.Timeout(5*time.Second))
 	require.Error(t, err, "the server's certificate is not the system's: the relay's CA file was used")
+
+	rec := newTally()
+	runner := startRuntime(t, s, rec, noPoll, func(c *adapter.Config) {
+		c.Source, c.NATSURL, c.NATSStream, c.NATSSubjectPrefix, c.NATSAuth = adapter.SourceNATS, url, "HFTLS", "hftls", auth
+	})
+	eventually(t, "the default stream reconciled by the first poll", func() bool { return rec.count(defaultStream) == 1 })
+	eventually(t, "the adapter's consumer", func() bool {
+		_, err := js.Consumer(ctxFor(t), "HFTLS", adapter.ConsumerName(testAdapter, adapter.VersionStreams(), 0, 1))
+		return err == nil
+	})
+	relayed := createStream(t, s, "told-through-tls", api.VersionStreamSpec{TargetVersion: "4.16"})
+	eventually(t, "the stream reconciled from the secured stream", func() bool { return reportedAt(t, s, *relayed, 1) })
+	require.GreaterOrEqual(t, metricValue(t, runner, series("hyperfleet_adapter_events_received_total", "kind=VersionStream", "source=nats", "type=created")), 1.0)
 }
