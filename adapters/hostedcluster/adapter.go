@@ -29,11 +29,17 @@ type Options struct {
 	ProgressInterval time.Duration
 	// SyncTimeout bounds the first listing of the management cluster's HostedClusters and Secrets.
 	SyncTimeout time.Duration
+	// ReapplyRate and ReapplyBurst pace the re-applies no spec change asked for (a new applier version, pull secret
+	// or default): at most ReapplyRate clusters a second after a burst of ReapplyBurst, across the process. Zero is
+	// the default (DefaultReapplyRate, DefaultReapplyBurst).
+	ReapplyRate  float64
+	ReapplyBurst int
 }
 
 // DefaultOptions are the applier's defaults: HyperShift's conventional "clusters" namespace.
 func DefaultOptions() Options {
-	return Options{Namespace: "clusters", ProgressInterval: DefaultProgressInterval, SyncTimeout: 2 * time.Minute}
+	return Options{Namespace: "clusters", ProgressInterval: DefaultProgressInterval, SyncTimeout: 2 * time.Minute,
+		ReapplyRate: DefaultReapplyRate, ReapplyBurst: DefaultReapplyBurst}
 }
 
 // DefaultResyncAfter is how often a settled cluster is looked at again: its HostedCluster is read from the watch
@@ -46,6 +52,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PullSecretFile, "pull-secret-file", o.PullSecretFile, "pull secret (.dockerconfigjson) written into each cluster's pull-secret Secret; re-read when it changes")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", o.ProgressInterval, "how soon a cluster HyperShift is working on is looked at again if no watch event comes")
 	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "longest the first listing of the management cluster may take")
+	fs.Float64Var(&o.ReapplyRate, "reapply-rate", o.ReapplyRate, "clusters a second re-applied when the applier's own output changes from an unchanged spec (new version, pull secret, default); spec changes are not paced")
+	fs.IntVar(&o.ReapplyBurst, "reapply-burst", o.ReapplyBurst, "clusters re-applied at once before --reapply-rate paces them")
 }
 
 // Adapter is the applier on the shared runtime.
@@ -67,6 +75,16 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 		return nil, errors.New("--progress-interval and --sync-timeout must be positive")
 	}
 	pull, err := newPullSecretFile(o.PullSecretFile)
+	if err != nil {
+		return nil, err
+	}
+	if o.ReapplyRate == 0 {
+		o.ReapplyRate = DefaultReapplyRate
+	}
+	if o.ReapplyBurst == 0 {
+		o.ReapplyBurst = DefaultReapplyBurst
+	}
+	pacer, err := NewPacer(o.ReapplyRate, o.ReapplyBurst)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +114,7 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if err != nil {
 		return nil, err
 	}
-	rec := &Reconciler{Cluster: mgmt, Namespace: o.Namespace, PullSecret: pull.Read, ProgressInterval: o.ProgressInterval,
+	rec := &Reconciler{Cluster: mgmt, Namespace: o.Namespace, PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
 		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
 	if err := rec.Check(); err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ const (
 	// AnnotationReleaseVersion is the OpenShift version of the applied release image, as the VersionStream resolved
 	// it, for operators (and for hypershift-sim, which cannot read it from the payload).
 	AnnotationReleaseVersion = "hyperfleet.io/release-version"
+	// AnnotationSpecHash holds a hash of the cluster's hosted_cluster spec the HostedCluster was built from: when
+	// it is unchanged but the built object is not, the change is the applier's own (a new version, pull secret or
+	// default) and its re-apply is paced; a user's spec change is not.
+	AnnotationSpecHash = "hyperfleet.io/spec-hash"
 )
 
 // Keys of the Secrets the HostedCluster names.
@@ -82,11 +86,16 @@ func Build(d *Desired) (*Objects, error) {
 		"metadata":   metadata(d, d.Name),
 		"spec":       hostedClusterSpec(d),
 	}}
+	annotations := hc.GetAnnotations()
 	if d.ReleaseVersion != "" {
-		annotations := hc.GetAnnotations()
 		annotations[AnnotationReleaseVersion] = d.ReleaseVersion
-		hc.SetAnnotations(annotations)
 	}
+	specHash, err := hashOf(d.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("hash the spec of %s: %w", d.Name, err)
+	}
+	annotations[AnnotationSpecHash] = specHash
+	hc.SetAnnotations(annotations)
 	out.HostedCluster = hc
 	for _, obj := range append(slices.Clone(out.Secrets), hc) {
 		if err := stampHash(obj); err != nil {
@@ -119,20 +128,34 @@ func secret(d *Desired, name, typ, key string, value []byte) *unstructured.Unstr
 	}}
 }
 
-// stampHash sets the applied-hash annotation to a hash of the object as it is without it. The generation
-// annotation is left out of the hash too: a new generation that changes nothing on the object needs no write.
+// stampHash sets the applied-hash annotation to a hash of the object as it is without its annotations but the
+// spec hash. The generation annotation is left out: a new generation that changes nothing on the object needs no
+// write. The spec hash is kept in: a changed hosted_cluster spec is written even when it builds the same object, so
+// the annotation always tells the last applied spec and a later change of the applier's own is recognised as such.
 func stampHash(obj *unstructured.Unstructured) error {
 	annotations := obj.GetAnnotations()
 	hashed := obj.DeepCopy()
 	hashed.SetAnnotations(nil)
-	raw, err := json.Marshal(hashed.Object) // encoding/json sorts map keys: the same object, the same bytes
+	if spec, ok := annotations[AnnotationSpecHash]; ok {
+		hashed.SetAnnotations(map[string]string{AnnotationSpecHash: spec})
+	}
+	sum, err := hashOf(hashed.Object)
 	if err != nil {
 		return fmt.Errorf("hash %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
-	sum := sha256.Sum256(raw)
-	annotations[AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
+	annotations[AnnotationAppliedHash] = sum
 	obj.SetAnnotations(annotations)
 	return nil
+}
+
+// hashOf is a short hash of v's JSON; encoding/json sorts map keys: the same value, the same bytes.
+func hashOf(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:12]), nil
 }
 
 // hostedClusterSpec maps the API's snake_case subset onto HyperShift's HostedClusterSpec.

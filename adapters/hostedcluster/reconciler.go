@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,8 +55,10 @@ type Reconciler struct {
 	// ProgressInterval is how soon a cluster HyperShift is still working on is looked at again, should no watch
 	// event come first; zero is DefaultProgressInterval.
 	ProgressInterval time.Duration
-	// Now is the clock of upgrade windows; nil is time.Now.
+	// Now is the clock of upgrade windows and of the pacer; nil is time.Now.
 	Now func() time.Time
+	// Pacer paces the re-applies no spec change asked for (see reapplyIsPaced); nil applies them at once.
+	Pacer *Pacer
 }
 
 // DefaultProgressInterval is the safety net behind the watch while HyperShift works on a cluster.
@@ -143,11 +146,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	if err != nil {
 		return adapter.Outcome{}, adapter.Terminal(ReasonInvalidSpec, err)
 	}
-	applied, err := r.apply(ctx, desired, live)
+	changes, err := r.changes(ctx, desired, live)
 	if err != nil {
 		return failed(adapter.ErrorReason(err), err), err
 	}
-	out := outcome(r.Namespace+"/"+obj.Name, rollout, observe(applied))
+	ref := r.Namespace + "/" + obj.Name
+	if r.Pacer != nil {
+		if len(changes) > 0 && reapplyIsPaced(live, desired.HostedCluster, rollout, obj.Generation) {
+			if wait := r.Pacer.Admit(obj.ID, now); wait > 0 {
+				out := outcome(ref, rollout, current)
+				out.Conditions = append(out.Conditions, reapplyPaced(wait))
+				out.RequeueAfter = wait
+				return out, nil
+			}
+		} else {
+			r.Pacer.Forget(obj.ID) // applied at once (or not at all): a turn it held is no longer needed
+		}
+	}
+	applied := live
+	for _, change := range changes {
+		stored, err := r.Cluster.Apply(ctx, change)
+		if err != nil {
+			err = kubeError(err)
+			return failed(adapter.ErrorReason(err), err), err
+		}
+		if change == desired.HostedCluster {
+			applied = stored
+		}
+	}
+	out := outcome(ref, rollout, observe(applied))
+	out.Conditions = append(out.Conditions, conditions.Reported{Type: ConditionReapplyPending, Status: conditions.False,
+		Reason: ReasonApplied, Message: "what the applier builds for the cluster is applied"})
 	switch {
 	case rollout.Waiting:
 		out.RequeueAfter = max(time.Second, rollout.NextOpen.Sub(now))
@@ -157,9 +186,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	return out, nil
 }
 
-// apply applies the Secrets and then the HostedCluster, each only when what would be applied differs from what
-// was last applied (the applied-hash annotation), and returns the HostedCluster as stored.
-func (r *Reconciler) apply(ctx context.Context, desired *Objects, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// changes returns, in the order to apply them (the Secrets first, since the HostedCluster names them), the objects
+// whose applied-hash differs from what was last applied: the others need no write.
+func (r *Reconciler) changes(ctx context.Context, desired *Objects, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
 	for _, secret := range desired.Secrets {
 		current, err := r.Cluster.Secret(ctx, secret.GetName())
 		if err != nil {
@@ -169,21 +199,36 @@ func (r *Reconciler) apply(ctx context.Context, desired *Objects, live *unstruct
 			return nil, adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("secret %s/%s exists and is not this cluster's (label %s=%q): "+
 				"left alone", r.Namespace, secret.GetName(), LabelClusterID, current.GetLabels()[LabelClusterID]))
 		}
-		if sameHash(current, secret) {
-			continue
-		}
-		if _, err := r.Cluster.Apply(ctx, secret); err != nil {
-			return nil, kubeError(err)
+		if !sameHash(current, secret) {
+			out = append(out, secret)
 		}
 	}
-	if sameHash(live, desired.HostedCluster) {
-		return live, nil
+	if !sameHash(live, desired.HostedCluster) {
+		out = append(out, desired.HostedCluster)
 	}
-	applied, err := r.Cluster.Apply(ctx, desired.HostedCluster)
-	if err != nil {
-		return nil, kubeError(err)
+	return out, nil
+}
+
+// reapplyIsPaced reports whether a write to an existing HostedCluster (or its Secrets) is the applier's own doing
+// and so must wait for the pacer: the cluster's hosted_cluster spec is the one last applied and the release image
+// stays. A user's spec change rolls at once; a new release image is paced by the UpgradeSchedule instead. A
+// HostedCluster written before the spec-hash annotation existed is judged by the cluster generation it was applied
+// for, so an applier upgrade that adds the annotation is itself paced.
+func reapplyIsPaced(live, desired *unstructured.Unstructured, rollout Rollout, generation int64) bool {
+	if live == nil || observe(live).ReleaseImage != rollout.Image {
+		return false
 	}
-	return applied, nil
+	if spec, ok := live.GetAnnotations()[AnnotationSpecHash]; ok {
+		return spec == desired.GetAnnotations()[AnnotationSpecHash]
+	}
+	return live.GetAnnotations()[AnnotationGeneration] == strconv.FormatInt(generation, 10)
+}
+
+// reapplyPaced is the condition of a cluster whose re-apply waits for its turn.
+func reapplyPaced(wait time.Duration) conditions.Reported {
+	return conditions.Reported{Type: ConditionReapplyPending, Status: conditions.True, Reason: ReasonReapplyPaced,
+		Message: fmt.Sprintf("the applier's own change (a new version, pull secret or default) is re-applied to the fleet "+
+			"at a bounded pace: this cluster's turn comes in %s", wait.Round(time.Millisecond))}
 }
 
 func sameHash(live, desired *unstructured.Unstructured) bool {
@@ -207,6 +252,7 @@ func (r *Reconciler) checkOwner(live *unstructured.Unstructured, obj *adapter.Ob
 // Finalize deletes the cluster's HostedCluster and Secrets, and reports Finalized only once the HostedCluster is
 // gone (HyperShift's finalizer has run).
 func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
+	r.Pacer.Forget(obj.ID) // a cluster being deleted has no re-apply to wait for
 	live, err := r.Cluster.HostedCluster(ctx, obj.Name)
 	if err != nil {
 		return adapter.Outcome{}, kubeError(err)

@@ -22,6 +22,9 @@ const (
 	// ConditionUpgradePending is True while the stream holds a newer release image than the cluster runs and the
 	// cluster's UpgradeSchedule is closed.
 	ConditionUpgradePending = "UpgradePending"
+	// ConditionReapplyPending is True while a change of the applier's own (not of the cluster's spec) waits for its
+	// turn to be re-applied: such changes reach the fleet at --reapply-rate.
+	ConditionReapplyPending = "ReapplyPending"
 )
 
 // Reasons of the applier's conditions and of Available.
@@ -40,6 +43,8 @@ const (
 	ReasonNotReported             = "NotReportedByHostedCluster"
 	ReasonHostedClusterDeleting   = "HostedClusterDeleting"
 	ReasonDeleted                 = "Deleted"
+	ReasonReapplyPaced            = "ReapplyPaced" // the applier's own change waits for the pacer
+	ReasonApplied                 = "Applied"      // what the applier builds is applied
 )
 
 // Keys of the report's data.
