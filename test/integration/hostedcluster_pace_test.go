@@ -65,6 +65,7 @@ func TestApplierPacesItsOwnChanges(t *testing.T) {
 		return firstSeen > 0
 	})
 	require.Less(t, firstSeen, fleet, "the whole fleet re-applied in one pass")
+	t.Logf("at the first observation %d of %d clusters had the rotated pull secret", firstSeen, fleet)
 	paced := false
 	eventually(t, "a cluster reports its re-apply paced", func() bool {
 		for _, c := range clusters {
@@ -147,7 +148,8 @@ func TestApplierRollsSpecChangesAtOnceAndReleasesInTheWindow(t *testing.T) {
 		}
 		return false
 	})
-	require.Equal(t, 1, w.pullSecretsWith(t, rotated), "the burst of one re-applied the other cluster only")
+	// The other cluster took the burst's one token; its write may land just after the held one's report.
+	eventually(t, "the burst of one re-applied the other cluster", func() bool { return w.pullSecretsWith(t, rotated) == 1 })
 
 	changed := patchCluster(t, w.api, held, `{"spec":{"hosted_cluster":{"node_selector":{"role":"infra"}}}}`)
 	eventually(t, "the spec change applied with the window closed and the pacer empty", func() bool {
