@@ -2,11 +2,13 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,13 +200,7 @@ func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
 			}
 			require.Contains(t, scrapeWithin(), `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`)
 
-			db, err := pgx.Connect(ctx, s.dsn)
-			require.NoError(t, err)
-			defer db.Close(ctx)
-			tx, err := db.Begin(ctx)
-			require.NoError(t, err)
-			_, err = tx.Exec(ctx, "LOCK TABLE clusters IN ACCESS EXCLUSIVE MODE")
-			require.NoError(t, err)
+			unlock := lockClusters(t, s.dsn)
 
 			resp, err := s.ListClustersWithResponse(ctx, nil)
 			require.NoError(t, err)
@@ -216,10 +212,28 @@ func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
 			require.Contains(t, metrics, "hyperfleet_resources_count_errors_total 1")
 			require.NotContains(t, metrics, "hyperfleet_resources_counted_timestamp_seconds 0\n")
 
-			require.NoError(t, tx.Rollback(ctx))
+			unlock()
 			again, err := s.ListClustersWithResponse(ctx, nil)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, again.StatusCode(), "body: %s", again.Body)
 		})
 	}
+}
+
+// lockClusters takes the clusters table's ACCESS EXCLUSIVE lock in a transaction of its own, so that every read of
+// it waits, and returns what releases it (also done at the test's end).
+func lockClusters(t *testing.T, dsn string) (unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close(ctx) })
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE clusters IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	var once sync.Once
+	unlock = func() { once.Do(func() { require.NoError(t, tx.Rollback(ctx)) }) }
+	t.Cleanup(unlock)
+	return unlock
 }

@@ -22,13 +22,7 @@ func TestListsAreCappedPerIdentity(t *testing.T) {
 		ListsPerIdentity: 1})
 	ctx := ctxFor(t)
 	createCluster(t, s, "listed", nil)
-	db, err := pgx.Connect(ctx, s.dsn)
-	require.NoError(t, err)
-	defer db.Close(ctx)
-	tx, err := db.Begin(ctx)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "LOCK TABLE clusters IN ACCESS EXCLUSIVE MODE")
-	require.NoError(t, err)
+	unlock := lockClusters(t, s.dsn)
 
 	first := make(chan int, 1)
 	go func() {
@@ -52,7 +46,7 @@ func TestListsAreCappedPerIdentity(t *testing.T) {
 	problem(t, resp.HTTPResponse, resp.Body, http.StatusTooManyRequests, "HYPERFLEET-LMT-004")
 	require.Equal(t, "1", resp.HTTPResponse.Header.Get("Retry-After"))
 
-	require.NoError(t, tx.Rollback(ctx))
+	unlock()
 	require.Equal(t, http.StatusOK, <-first)
 	again, err := s.ListClustersWithResponse(ctx, nil)
 	require.NoError(t, err)
