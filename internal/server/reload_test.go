@@ -22,8 +22,8 @@ func TestReloadingFollowsTheFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 		require.NoError(t, os.Chtimes(path, at, at)) // as a rotation would: a new modification time
 	}
-	load := func(p string) (string, error) {
-		raw, err := os.ReadFile(p)
+	load := func() (string, error) {
+		raw, err := os.ReadFile(path)
 		if err != nil {
 			return "", err
 		}
@@ -36,7 +36,7 @@ func TestReloadingFollowsTheFile(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	now := time.Now()
 	write("one", now)
-	r, err := newReloading(path, "test file", load, log)
+	r, err := newReloading("test file", load, log, path)
 	require.NoError(t, err)
 	require.Equal(t, "one", r.get())
 
@@ -55,9 +55,9 @@ func TestReloadingFollowsTheFile(t *testing.T) {
 	write("four", now.Add(3*time.Minute))
 	require.Equal(t, "four", r.get())
 
-	_, err = newReloading(filepath.Join(t.TempDir(), "absent"), "test file", load, log)
+	_, err = newReloading("test file", load, log, filepath.Join(t.TempDir(), "absent"))
 	require.ErrorContains(t, err, "test file")
 	write("bad", now)
-	_, err = newReloading(path, "test file", load, log)
+	_, err = newReloading("test file", load, log, path)
 	require.ErrorContains(t, err, "not a good file")
 }

@@ -191,9 +191,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		metrics.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 
-	var cert *certificate
+	var cert *reloading[*tls.Certificate]
 	if cfg.EnableHTTPS || cfg.EnableHealthHTTPS || cfg.EnableMetricsHTTPS {
-		if cert, err = loadCertificate(cfg.HTTPSCertFile, cfg.HTTPSKeyFile); err != nil {
+		if cert, err = loadCertificate(cfg.HTTPSCertFile, cfg.HTTPSKeyFile, log); err != nil {
 			return nil, err
 		}
 	}
@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 			return nil, fmt.Errorf("%s listener on %s: %w", l.name, l.addr, err)
 		}
 		if l.https {
-			ln = tls.NewListener(ln, cert.config())
+			ln = tls.NewListener(ln, tlsConfig(cert))
 		}
 		s.lns = append(s.lns, ln)
 		srv := &http.Server{
@@ -240,7 +240,7 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	}
 	jwtCfg := cfg.JWT
 	jwtCfg.Logger = log
-	newVerifier := func(string) (*auth.Verifier, error) {
+	newVerifier := func() (*auth.Verifier, error) {
 		v, err := auth.NewVerifier(ctx, jwtCfg)
 		if err != nil {
 			return nil, fmt.Errorf("JWT verifier: %w", err)
@@ -250,13 +250,13 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	var verifier func() *auth.Verifier
 	if jwtCfg.JWKSFile != "" {
 		// A verifier of a file starts nothing in the background, so building a new one per change leaks nothing.
-		keys, err := newReloading(jwtCfg.JWKSFile, "--jwk-cert-file", newVerifier, log)
+		keys, err := newReloading("--jwk-cert-file", newVerifier, log, jwtCfg.JWKSFile)
 		if err != nil {
 			return nil, err
 		}
 		verifier = keys.get
 	} else {
-		v, err := newVerifier("")
+		v, err := newVerifier()
 		if err != nil {
 			return nil, err
 		}
@@ -264,14 +264,14 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	}
 	acl := func() *auth.ACL { return nil }
 	if cfg.ACLFile != "" {
-		loadACL := func(path string) (*auth.ACL, error) {
-			a, err := auth.LoadACL(path)
+		loadACL := func() (*auth.ACL, error) {
+			a, err := auth.LoadACL(cfg.ACLFile)
 			if err != nil {
 				return nil, fmt.Errorf("--acl-file: %w", err)
 			}
 			return a, nil
 		}
-		file, err := newReloading(cfg.ACLFile, "--acl-file", loadACL, log)
+		file, err := newReloading("--acl-file", loadACL, log, cfg.ACLFile)
 		if err != nil {
 			return nil, err
 		}

@@ -4,9 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -33,11 +35,9 @@ func writeSelfSigned(tb testing.TB, dir, cn string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-func commonName(tb testing.TB, c *certificate) string {
+func commonName(tb testing.TB, c *reloading[*tls.Certificate]) string {
 	tb.Helper()
-	pair, err := c.get(nil)
-	require.NoError(tb, err)
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	leaf, err := x509.ParseCertificate(c.get().Certificate[0])
 	require.NoError(tb, err)
 	return leaf.Subject.CommonName
 }
@@ -45,7 +45,7 @@ func commonName(tb testing.TB, c *certificate) string {
 func TestCertificateReloadsWhenTheFileChanges(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := writeSelfSigned(t, dir, "first")
-	c, err := loadCertificate(certFile, keyFile)
+	c, err := loadCertificate(certFile, keyFile, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Equal(t, "first", commonName(t, c))
 
@@ -54,10 +54,25 @@ func TestCertificateReloadsWhenTheFileChanges(t *testing.T) {
 	require.NoError(t, os.Chtimes(certFile, later, later))
 	require.Equal(t, "second", commonName(t, c))
 
+	// A certificate written before its key does not load; the pair is taken once the key follows.
+	next := t.TempDir()
+	nextCert, nextKey := writeSelfSigned(t, next, "third")
+	copyFile := func(from, to string, at time.Time) {
+		t.Helper()
+		raw, err := os.ReadFile(from)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(to, raw, 0o600))
+		require.NoError(t, os.Chtimes(to, at, at))
+	}
+	copyFile(nextCert, certFile, later.Add(time.Minute))
+	require.Equal(t, "second", commonName(t, c), "a certificate without its key keeps the last good pair")
+	copyFile(nextKey, keyFile, later.Add(2*time.Minute))
+	require.Equal(t, "third", commonName(t, c))
+
 	// While the files are being replaced the last good pair keeps being served.
 	require.NoError(t, os.Remove(certFile))
-	require.Equal(t, "second", commonName(t, c))
+	require.Equal(t, "third", commonName(t, c))
 
-	_, err = loadCertificate(filepath.Join(dir, "absent.crt"), keyFile)
+	_, err = loadCertificate(filepath.Join(dir, "absent.crt"), keyFile, slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 }

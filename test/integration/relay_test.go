@@ -99,26 +99,27 @@ func readStream(js jetstream.JetStream, stream string) ([]relayedMessage, error)
 // eventHead is the change feed's last sequence in the database.
 func eventHead(t *testing.T, dsn string) int64 {
 	t.Helper()
-	ctx := ctxFor(t)
-	db, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer db.Close(ctx)
-	var head int64
-	require.NoError(t, db.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&head))
-	return head
+	return queryOne[int64](t, dsn, "SELECT coalesce(max(seq), 0) FROM events")
 }
 
 // feedEpoch is the change feed's epoch in the database.
 func feedEpoch(t *testing.T, dsn string) string {
 	t.Helper()
+	epoch := queryOne[string](t, dsn, "SELECT epoch FROM event_feed")
+	require.NotEmpty(t, epoch)
+	return epoch
+}
+
+// queryOne reads the one value a query answers, on a connection of its own.
+func queryOne[T any](t *testing.T, dsn, query string) T {
+	t.Helper()
 	ctx := ctxFor(t)
 	db, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
 	defer db.Close(ctx)
-	var epoch string
-	require.NoError(t, db.QueryRow(ctx, "SELECT epoch FROM event_feed").Scan(&epoch))
-	require.NotEmpty(t, epoch)
-	return epoch
+	var v T
+	require.NoError(t, db.QueryRow(ctx, query).Scan(&v))
+	return v
 }
 
 // The relay publishes every event of the feed once, in order, on <prefix>.<kind>.<type>, with its position (epoch and
