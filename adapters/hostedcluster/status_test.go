@@ -105,7 +105,7 @@ func TestOutcome(t *testing.T) {
 			hc:        &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"release": map[string]any{"image": imageB}}}},
 			available: conditions.False,
 			pending:   conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage},
-			data:      map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB,
+			data: map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB,
 				DataTargetVersion: "4.16.3", DataHeldReason: ""},
 		},
 		{
