@@ -61,6 +61,7 @@ const (
 	DataDesiredReleaseImage = "desired_release_image" // the stream's image (differs while an upgrade waits)
 	DataCurrentVersion      = "current_version"       // the newest Completed version in status.version.history
 	DataUpgradeState        = "upgrade_state"         // the newest history entry's state: Partial or Completed
+	DataUpgradeVersion      = "upgrade_version"       // the newest history entry's version (the one upgrade_state is of)
 	DataAPIEndpoint         = "api_endpoint"          // status.controlPlaneEndpoint as host:port
 	DataKubeconfigSecret    = "kubeconfig_secret"     //nolint:gosec // the name of a Secret, not a credential
 	DataNextUpgradeWindow   = "next_upgrade_window"   // RFC 3339, while an upgrade waits for the schedule
@@ -206,6 +207,7 @@ func outcome(ref string, p Plan, o Observed) adapter.Outcome {
 	}
 	if len(o.History) > 0 {
 		out.Data[DataUpgradeState] = o.History[0].State
+		out.Data[DataUpgradeVersion] = o.History[0].Version
 	}
 	if o.APIEndpoint != "" {
 		out.Data[DataAPIEndpoint] = o.APIEndpoint

@@ -61,7 +61,7 @@ func waitForVersion(tb testing.TB, s *apiServer, c *api.Cluster, version string)
 // way forward is a conditional edge stays, blocked, with the risk's URL.
 func TestApplierFollowsTheStreamsRollout(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {hostedcluster.Name}})
-	w := startManagementCluster(t, s, nil, "", 300*time.Millisecond)
+	w := startManagementCluster(t, s, nil, worldOptions{delay: 300 * time.Millisecond})
 	w.startApplier(t, nil, nil)
 	stream := createStream(t, s, "staged", api.VersionStreamSpec{TargetVersion: "4.16"})
 	image := func(v string) string { return cincinnatisim.PayloadFor(v, "amd64") }
