@@ -103,11 +103,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
 		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
 	}
-	// accepted_risks is decoded on its own until the generated ClusterSpec has it.
-	var risks acceptedRisks
-	if err := json.Unmarshal(obj.Spec, &risks); err != nil {
-		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
-	}
 	stream, err := r.References.Stream(ctx, spec.VersionStream)
 	switch {
 	case errors.Is(err, ErrStreamNotFound):
@@ -135,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	current := observe(live)
 	now := r.now()
-	plan := planFor(stream, rollout.Cluster{ID: obj.ID, Labels: obj.Labels, AcceptedRisks: risks.AcceptedRisks,
+	plan := planFor(stream, rollout.Cluster{ID: obj.ID, Labels: obj.Labels, AcceptedRisks: deref(spec.AcceptedRisks),
 		Installed: live != nil, Running: current.currentVersion()}, live, sched, now)
 	pull, err := r.PullSecret()
 	if err != nil {
@@ -189,11 +184,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 		out.RequeueAfter = r.progressInterval()
 	}
 	return out, nil
-}
-
-// acceptedRisks is the part of a cluster's spec that names the risks accepted for it.
-type acceptedRisks struct {
-	AcceptedRisks []string `json:"accepted_risks"`
 }
 
 // planFor decides what to apply: the verdict of the stream's rollout for the cluster (install, move where admitted,

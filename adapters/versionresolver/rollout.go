@@ -183,7 +183,11 @@ func decide(p pass) rollout.Status {
 			if prevStage != nil && prevStage.CompleteTime != nil {
 				done = *prevStage.CompleteTime
 			}
-			until := done.Add(spec.Soak)
+			soak := spec.Soak
+			if w.status.Upgraded == 0 {
+				soak = 0 // nothing in the stage ran the release: there is nothing to watch for the soak
+			}
+			until := done.Add(soak)
 			w.status.CompleteTime, w.status.SoakUntil = &done, &until
 			w.status.State = rollout.StageComplete
 			if p.Now.Before(until) {

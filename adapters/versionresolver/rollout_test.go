@@ -175,7 +175,7 @@ func TestDecideHolds(t *testing.T) {
 	st := decide(pass{Now: t0, Generation: 1, Policy: policy, Graph: twoReleases(), Members: members})
 	require.Empty(t, st.Admitted)
 	require.Equal(t, 2, st.Stages[0].Blocked)
-	require.Equal(t, rollout.StageSoaking, st.Stages[0].State, "blocked and paused clusters hold no stage")
+	require.Equal(t, rollout.StateComplete, st.State, "blocked and paused clusters hold no stage, and a stage nobody upgraded in does not soak")
 	require.Equal(t, 1, st.Stages[1].Blocked)
 
 	set(members, "canary-00", func(m *Member) { m.AcceptedRisks = []string{"BadDNS"} })
