@@ -32,6 +32,7 @@ func rules() map[string]func(spec map[string]any) []resource.FieldError {
 		"Cluster":         clusterRules,
 		"NodePool":        nodePoolRules,
 		"UpgradeSchedule": upgradeScheduleRules,
+		"VersionStream":   versionStreamRules,
 	}
 }
 

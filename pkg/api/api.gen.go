@@ -430,10 +430,13 @@ type AdapterStatusReport struct {
 
 // Cluster defines model for Cluster.
 type Cluster struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -487,6 +490,14 @@ type ClusterList struct {
 
 // ClusterSpec defines model for ClusterSpec.
 type ClusterSpec struct {
+	// AcceptedRisks Names of conditional-update risks (Cincinnati `conditionalEdges[].risks[].name`) accepted for this cluster. A
+	// release reachable only through a conditional edge is chosen only when every risk on the edge is accepted
+	// on the cluster or its stream.
+	//
+	//
+	// Example: ["AROBrokenDNS"]
+	AcceptedRisks *[]string `json:"accepted_risks,omitempty"`
+
 	// HostedCluster The subset of HyperShift's HostedClusterSpec a HyperFleet user controls; the HostedCluster applier builds
 	// the HostedCluster from it (camelCase on the management cluster). The release image is not set here: it is
 	// the image the cluster's VersionStream resolves to. Fields marked immutable cannot change after create
@@ -720,10 +731,13 @@ type Labels map[string]string
 
 // NodePool defines model for NodePool.
 type NodePool struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -853,10 +867,13 @@ type ReportedConditionStatus string
 // Resource A resource of any kind: the members every kind has, its spec as a plain object (the kind's own schema, e.g.
 // `ClusterSpec`, says what it holds) and, for a child kind, its parent. Generic clients decode every kind with it.
 type Resource struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -911,10 +928,13 @@ type ResourceList struct {
 
 // ResourceMeta defines model for ResourceMeta.
 type ResourceMeta struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -955,6 +975,16 @@ type ResourceStatus struct {
 // ResourceStatusPhase defines model for ResourceStatus.Phase.
 type ResourceStatusPhase string
 
+// RolloutCount A number of clusters.
+//
+// Example: 3
+type RolloutCount = int
+
+// RolloutPercent A percentage of a stage's clusters, rounded up to a whole cluster (at least 1).
+//
+// Example: 10%
+type RolloutPercent = string
+
 // SparseList A page of resources with only the members the `fields` parameter asked for.
 type SparseList struct {
 	Items []SparseResource `json:"items"`
@@ -977,14 +1007,16 @@ type SparseList struct {
 // SparseResource A resource of any kind with only the members `fields` asked for, and always `id`, `kind` and `href`. Each
 // member present has the type it has in the full resource.
 type SparseResource struct {
-	CreatedBy   *string            `json:"created_by,omitempty"`
-	CreatedTime *time.Time         `json:"created_time,omitempty"`
-	DeletedBy   *string            `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time         `json:"deleted_time,omitempty"`
-	Generation  *int64             `json:"generation,omitempty"`
-	Href        string             `json:"href"`
-	Id          openapi_types.UUID `json:"id"`
-	Kind        string             `json:"kind"`
+	// AdapterStatuses With `statuses=`, whatever `fields` names (see ResourceMeta).
+	AdapterStatuses *[]AdapterStatus   `json:"adapter_statuses,omitempty"`
+	CreatedBy       *string            `json:"created_by,omitempty"`
+	CreatedTime     *time.Time         `json:"created_time,omitempty"`
+	DeletedBy       *string            `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time         `json:"deleted_time,omitempty"`
+	Generation      *int64             `json:"generation,omitempty"`
+	Href            string             `json:"href"`
+	Id              openapi_types.UUID `json:"id"`
+	Kind            string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels          *Labels                 `json:"labels,omitempty"`
@@ -999,10 +1031,13 @@ type SparseResource struct {
 
 // UpgradeSchedule defines model for UpgradeSchedule.
 type UpgradeSchedule struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -1109,10 +1144,13 @@ type UpgradeWindow struct {
 
 // VersionStream defines model for VersionStream.
 type VersionStream struct {
-	CreatedBy   string     `json:"created_by"`
-	CreatedTime time.Time  `json:"created_time"`
-	DeletedBy   *string    `json:"deleted_by,omitempty"`
-	DeletedTime *time.Time `json:"deleted_time,omitempty"`
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
@@ -1134,7 +1172,9 @@ type VersionStream struct {
 
 	// Spec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
 	// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
-	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`. Its `data` also
+	// holds the update graph its clusters move along (`paths`, `releases`, `risks`) and, with `rollout`, the
+	// rollout's progress per stage: VersionStreamResolverData describes the keys.
 	Spec        VersionStreamSpec `json:"spec"`
 	Status      ResourceStatus    `json:"status"`
 	UpdatedBy   string            `json:"updated_by"`
@@ -1149,7 +1189,9 @@ type VersionStreamCreate struct {
 
 	// Spec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
 	// channel `<channel_group>-<target_version>` and reports the release image in its status `data`
-	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`. Its `data` also
+	// holds the update graph its clusters move along (`paths`, `releases`, `risks`) and, with `rollout`, the
+	// rollout's progress per stage: VersionStreamResolverData describes the keys.
 	Spec VersionStreamSpec `json:"spec"`
 }
 
@@ -1172,16 +1214,169 @@ type VersionStreamList struct {
 	Total *int64 `json:"total,omitempty"`
 }
 
+// VersionStreamResolverData Documentation only: the `data` of the version resolver's report on a VersionStream (`GET
+// /versionstreams/{id}/statuses`, adapter `version-resolver`). The API stores it as given and checks nothing
+// of it; the resolver bounds its size.
+type VersionStreamResolverData struct {
+	// InstallImage The image a cluster created now is installed with (the rollout's release while one is in flight).
+	//
+	// Example: quay.io/openshift-release-dev/ocp-release@sha256:9a1e…
+	InstallImage *string `json:"install_image,omitempty"`
+
+	// InstallVersion Example: 4.16.11
+	InstallVersion *string `json:"install_version,omitempty"`
+
+	// Paths The graph's edges that lead towards the target, by source version.
+	//
+	// Example: {"4.16.10":[{"to":"4.16.12"},{"risks":["AROBrokenDNS"],"to":"4.16.11"}]}
+	Paths *map[string][]struct {
+		// Risks Present on a conditional edge: every risk must be accepted.
+		//
+		// Example: ["AROBrokenDNS"]
+		Risks *[]string `json:"risks,omitempty"`
+
+		// To Example: 4.16.12
+		To *string `json:"to,omitempty"`
+	} `json:"paths,omitempty"`
+
+	// ReleaseImage The pull spec of the stream's target release.
+	//
+	// Example: quay.io/openshift-release-dev/ocp-release@sha256:4f0c…
+	ReleaseImage *string `json:"release_image,omitempty"`
+
+	// Releases The releases of the graph the stream may use, by version, with their images.
+	//
+	// Example: {"4.16.11":"quay.io/openshift-release-dev/ocp-release@sha256:9a1e…"}
+	Releases *map[string]string `json:"releases,omitempty"`
+
+	// ResolvedVersion The stream's target release, the newest of its minor in its channel.
+	//
+	// Example: 4.16.12
+	ResolvedVersion *string `json:"resolved_version,omitempty"`
+
+	// Risks The risks named on conditional edges, by name.
+	//
+	// Example: {"AROBrokenDNS":{"message":"Clusters on Azure may lose DNS resolution.","url":"https://issues.redhat.com/browse/OCPBUGS-0000"}}
+	Risks *map[string]struct {
+		// Message Example: Clusters on Azure may lose DNS resolution.
+		Message *string `json:"message,omitempty"`
+
+		// Url Example: https://issues.redhat.com/browse/OCPBUGS-0000
+		Url *string `json:"url,omitempty"`
+	} `json:"risks,omitempty"`
+
+	// Rollout The rollout of `release` across the stream's stages.
+	Rollout *struct {
+		// Admitted Clusters admitted to upgrade, by cluster id: `[version, admitted time, started time]` (started empty until it starts).
+		//
+		// Example: {"0b7e6f8a-3c1d-4c55-9a55-2f4e8f0f6a10":["4.16.12","2026-12-01T09:00:00Z","2026-12-01T09:01:00Z"]}
+		Admitted *map[string][]string `json:"admitted,omitempty"`
+		Failed   *[]struct {
+			// Id Example: 0b7e6f8a-3c1d-4c55-9a55-2f4e8f0f6a10
+			Id *openapi_types.UUID `json:"id,omitempty"`
+
+			// Message Example: not upgraded 1h after it started
+			Message *string `json:"message,omitempty"`
+
+			// Name Example: canary-1
+			Name *string `json:"name,omitempty"`
+
+			// Reason Example: ProgressDeadlineExceeded
+			Reason *string `json:"reason,omitempty"`
+
+			// Stage Example: canary
+			Stage *string `json:"stage,omitempty"`
+
+			// Time Example: 2026-12-01T09:30:00Z
+			Time *time.Time `json:"time,omitempty"`
+
+			// Version Example: 4.16.12
+			Version *string `json:"version,omitempty"`
+		} `json:"failed,omitempty"`
+
+		// Message Example: stage early: 12 of 30 upgraded
+		Message *string `json:"message,omitempty"`
+
+		// Release Example: 4.16.12
+		Release *string `json:"release,omitempty"`
+
+		// Revision The stream's generation the rollout state was computed at.
+		//
+		// Example: 3
+		Revision *int64 `json:"revision,omitempty"`
+		Stages   *[]struct {
+			// Blocked Clusters with no path to the release or waiting for a risk to be accepted.
+			//
+			// Example: 0
+			Blocked *int `json:"blocked,omitempty"`
+
+			// Clusters Example: 3
+			Clusters *int `json:"clusters,omitempty"`
+
+			// CompleteTime Example: 2026-12-01T09:30:00Z
+			CompleteTime *time.Time `json:"complete_time,omitempty"`
+
+			// Failed Example: 0
+			Failed *int `json:"failed,omitempty"`
+
+			// InProgress Example: 0
+			InProgress *int `json:"in_progress,omitempty"`
+
+			// Name Example: canary
+			Name *string `json:"name,omitempty"`
+
+			// Pending Example: 0
+			Pending *int `json:"pending,omitempty"`
+
+			// SoakUntil Example: 2026-12-01T10:00:00Z
+			SoakUntil *time.Time `json:"soak_until,omitempty"`
+
+			// State Waiting, Progressing, Soaking, Halted or Complete.
+			//
+			// Example: Soaking
+			State *string `json:"state,omitempty"`
+
+			// Upgraded Example: 3
+			Upgraded *int `json:"upgraded,omitempty"`
+
+			// WaitingWindow Admitted clusters waiting for their UpgradeSchedule.
+			//
+			// Example: 0
+			WaitingWindow *int `json:"waiting_window,omitempty"`
+		} `json:"stages,omitempty"`
+
+		// State Progressing, Paused (by hand), Halted (failure budget exceeded) or Complete.
+		//
+		// Example: Progressing
+		State *string `json:"state,omitempty"`
+	} `json:"rollout,omitempty"`
+}
+
 // VersionStreamSpec An OpenShift minor version to follow. The version resolver finds its latest patch release in the Cincinnati
 // channel `<channel_group>-<target_version>` and reports the release image in its status `data`
-// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`.
+// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`. Its `data` also
+// holds the update graph its clusters move along (`paths`, `releases`, `risks`) and, with `rollout`, the
+// rollout's progress per stage: VersionStreamResolverData describes the keys.
 type VersionStreamSpec struct {
+	// AcceptedRisks Names of conditional-update risks (Cincinnati `conditionalEdges[].risks[].name`) accepted for every cluster of the stream. A
+	// release reachable only through a conditional edge is chosen only when every risk on the edge is accepted
+	// on the cluster or its stream.
+	//
+	//
+	// Example: ["AROBrokenDNS"]
+	AcceptedRisks *[]string `json:"accepted_risks,omitempty"`
+
 	// Arch Release architecture as Cincinnati names it (`multi` is the heterogeneous payload). Immutable: every
 	// cluster on the stream runs on it.
 	Arch *VersionStreamSpecArch `json:"arch,omitempty"`
 
 	// ChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
 	ChannelGroup *VersionStreamSpecChannelGroup `json:"channel_group,omitempty"`
+
+	// Rollout How a new release reaches the stream's clusters: stage by stage, each stage starting only when every
+	// cluster of the stages before runs the release and has stayed healthy for their soak. Without it, every
+	// cluster of the stream may start at once (each still waits for its UpgradeSchedule).
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 
 	// TargetVersion OpenShift major.minor, e.g. `4.16`.
 	//
@@ -1195,6 +1390,76 @@ type VersionStreamSpecArch string
 
 // VersionStreamSpecChannelGroup Cincinnati channel group; pre-releases (rc, ec) are followed only in `candidate`.
 type VersionStreamSpecChannelGroup string
+
+// RolloutMaxAtOnce How many of the stage's clusters may upgrade at once: a number, or a percentage of the
+// stage's clusters (rounded up, at least 1).
+//
+// Example: 10%
+type RolloutMaxAtOnce struct {
+	union json.RawMessage
+}
+
+// RolloutStage defines model for VersionStreamSpec.rollout.stages.
+type RolloutStage struct {
+	// MaxAtOnce How many of the stage's clusters may upgrade at once: a number, or a percentage of the
+	// stage's clusters (rounded up, at least 1).
+	//
+	//
+	// Example: 10%
+	MaxAtOnce *RolloutMaxAtOnce `json:"max_at_once,omitempty"`
+
+	// MaxFailures Failures the stage tolerates; one more pauses the rollout.
+	//
+	// Example: 1
+	MaxFailures *int `json:"max_failures,omitempty"`
+
+	// Name Example: canary
+	Name string `json:"name"`
+
+	// Selector A Kubernetes label selector over the clusters' labels, e.g. `tier=canary` or
+	// `env in (dev,test),!legacy`.
+	//
+	//
+	// Example: tier=canary
+	Selector *string `json:"selector,omitempty"`
+
+	// Soak How long every cluster of the stage must have run the release healthy before the next stage starts (a Go duration).
+	//
+	// Example: 30m
+	Soak *string `json:"soak,omitempty"`
+}
+
+// RolloutPolicy How a new release reaches the stream's clusters: stage by stage, each stage starting only when every
+// cluster of the stages before runs the release and has stayed healthy for their soak. Without it, every
+// cluster of the stream may start at once (each still waits for its UpgradeSchedule).
+type RolloutPolicy struct {
+	// Paused False when absent. True stops new upgrade starts for the stream's clusters (those in flight finish);
+	// false resumes where it stopped. Not the same as a cluster's `spec.paused`, which stops every adapter
+	// acting on that cluster.
+	//
+	//
+	// Example: true
+	Paused *bool `json:"paused,omitempty"`
+
+	// ProgressDeadline A Go duration greater than zero: a cluster that has not finished its upgrade this long after it
+	// started counts as failed.
+	//
+	//
+	// Example: 45m
+	ProgressDeadline *string `json:"progress_deadline,omitempty"`
+
+	// ResumedAt Written by `hyperfleet rollout resume`. A rollout that paused itself (a stage exceeded its failure
+	// budget) resumes only on a spec change made after it paused: setting this is that change.
+	//
+	//
+	// Example: 2026-12-01T09:30:00Z
+	ResumedAt *time.Time `json:"resumed_at,omitempty"`
+
+	// Stages The stages in order; names are unique. A stage's clusters are the stream's clusters its selector
+	// matches that no earlier stage matched; the last stage also takes every cluster no stage matched (its
+	// selector may be omitted, every other stage needs one).
+	Stages *[]RolloutStage `json:"stages,omitempty"`
+}
 
 // WatchEvent One change, as a watch sends it in an event's `data:`. Events come in sequence order, which is the order of
 // the changes of each resource. `object` is the resource as a GET would show it to the caller when the event
@@ -1279,6 +1544,9 @@ type Search = string
 
 // Size defines model for size.
 type Size = int
+
+// Statuses Example: hostedcluster-applier,version-resolver
+type Statuses = string
 
 // UpgradescheduleId defines model for upgradeschedule_id.
 type UpgradescheduleId = openapi_types.UUID
@@ -1372,6 +1640,12 @@ type ListClustersParams struct {
 	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
+
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
@@ -1443,6 +1717,12 @@ type ListClusterNodePoolsParams struct {
 
 	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
@@ -1516,6 +1796,12 @@ type ListNodePoolsParams struct {
 	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
 
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
+
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
@@ -1575,6 +1861,12 @@ type ListUpgradeSchedulesParams struct {
 
 	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
@@ -1647,6 +1939,12 @@ type ListVersionStreamsParams struct {
 
 	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
 	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
@@ -1723,6 +2021,68 @@ type PostVersionStreamStatusJSONRequestBody = AdapterStatusReport
 
 // PutVersionStreamStatusJSONRequestBody defines body for PutVersionStreamStatus for application/json ContentType.
 type PutVersionStreamStatusJSONRequestBody = AdapterStatusReport
+
+// AsRolloutCount returns the union data inside the RolloutMaxAtOnce as a RolloutCount
+func (t RolloutMaxAtOnce) AsRolloutCount() (RolloutCount, error) {
+	var body RolloutCount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRolloutCount overwrites any union data inside the RolloutMaxAtOnce as the provided RolloutCount
+func (t *RolloutMaxAtOnce) FromRolloutCount(v RolloutCount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRolloutCount performs a merge with any union data inside the RolloutMaxAtOnce, using the provided RolloutCount
+func (t *RolloutMaxAtOnce) MergeRolloutCount(v RolloutCount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRolloutPercent returns the union data inside the RolloutMaxAtOnce as a RolloutPercent
+func (t RolloutMaxAtOnce) AsRolloutPercent() (RolloutPercent, error) {
+	var body RolloutPercent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRolloutPercent overwrites any union data inside the RolloutMaxAtOnce as the provided RolloutPercent
+func (t *RolloutMaxAtOnce) FromRolloutPercent(v RolloutPercent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRolloutPercent performs a merge with any union data inside the RolloutMaxAtOnce, using the provided RolloutPercent
+func (t *RolloutMaxAtOnce) MergeRolloutPercent(v RolloutPercent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t RolloutMaxAtOnce) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *RolloutMaxAtOnce) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -3452,6 +3812,18 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 
 		}
 
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3893,6 +4265,18 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 		if params.ResourceVersion != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4657,6 +5041,18 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 
 		}
 
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -4849,6 +5245,18 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 		if params.ResourceVersion != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5420,6 +5828,18 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 		if params.ResourceVersion != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
