@@ -137,7 +137,9 @@ func specOf(o *object) json.RawMessage {
 // with the reason a person needs.
 type noRolloutError struct{ what, why string }
 
-func (e *noRolloutError) Error() string { return fmt.Sprintf("no rollout to show for %s: %s", e.what, e.why) }
+func (e *noRolloutError) Error() string {
+	return fmt.Sprintf("no rollout to show for %s: %s", e.what, e.why)
+}
 
 type rolloutPauseOptions struct {
 	output *outputFlag
