@@ -94,6 +94,14 @@ func (k *kindHandler) appendResource(buf []byte, r *resource.Resource) ([]byte, 
 		buf = append(buf, `,"deleted_by":`...)
 		buf = appendString(buf, r.DeletedBy)
 	}
+	if r.AdapterStatuses != nil {
+		reports, err := encodeStatuses(r)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, `,"adapter_statuses":`...)
+		buf = append(buf, reports...)
+	}
 	return append(buf, '}'), nil
 }
 

@@ -44,6 +44,12 @@ func TestAppendResourceMatchesPresent(t *testing.T) {
 				Reason: "AdaptersMissing", LastTransitionTime: now, LastUpdatedTime: now}}}, CreatedTime: now, UpdatedTime: now}},
 		{"no labels, no conditions", cluster, &resource.Resource{ID: "01a6", Kind: "Cluster", Name: "bare", Spec: json.RawMessage(`{}`),
 			CreatedTime: now, UpdatedTime: now}},
+		{"listed with statuses=", cluster, stored(resource.Resource{ID: "01a7", Kind: "Cluster", Name: "reported", Spec: json.RawMessage(`{}`),
+			CreatedTime: now, UpdatedTime: now, AdapterStatuses: []resource.AdapterStatus{{ResourceID: "01a7", Adapter: "applier",
+				ObservedGeneration: 1, ObservedTime: now, Conditions: []conditions.Condition{{Type: "Available", Status: conditions.True}},
+				Data: json.RawMessage(`{"k": "v"}`), Metadata: json.RawMessage(`{}`), CreatedTime: now, LastReportTime: now}}})},
+		{"listed with statuses=, none reported", cluster, stored(resource.Resource{ID: "01a8", Kind: "Cluster", Name: "quiet",
+			Spec: json.RawMessage(`{}`), CreatedTime: now, UpdatedTime: now, AdapterStatuses: []resource.AdapterStatus{}})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

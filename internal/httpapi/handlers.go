@@ -52,6 +52,8 @@ type resourceJSON struct {
 	UpdatedBy       string          `json:"updated_by"`
 	DeletedTime     *time.Time      `json:"deleted_time,omitempty"`
 	DeletedBy       string          `json:"deleted_by,omitempty"`
+	// AdapterStatuses is set in a list asked with statuses= only (then `[]` when no adapter has reported).
+	AdapterStatuses json.RawMessage `json:"adapter_statuses,omitempty"`
 }
 
 type ownerJSON struct {
@@ -199,7 +201,25 @@ func (k *kindHandler) present(r *resource.Resource, public bool) (resourceJSON, 
 	if k.d.Parent != nil {
 		out.OwnerReferences = &ownerJSON{ID: r.ParentID, Kind: k.d.Parent.Kind, Href: BasePath + k.d.Parent.Path("", r.ParentID)}
 	}
+	if r.AdapterStatuses != nil {
+		if out.AdapterStatuses, err = encodeStatuses(r); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// encodeStatuses returns r's AdapterStatuses as a list item carries them: as GET …/statuses shows each.
+func encodeStatuses(r *resource.Resource) (json.RawMessage, error) {
+	out := make([]statusJSONOut, len(r.AdapterStatuses))
+	for i := range r.AdapterStatuses {
+		out[i] = presentStatus(&r.AdapterStatuses[i])
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode the reports on %s %s: %w", r.Kind, r.ID, err)
+	}
+	return raw, nil
 }
 
 // publicSpec returns r's spec without its internal fields, which only admins and adapters see: the public
@@ -274,6 +294,12 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 	if watch, err := watchRequested(r); err != nil || watch {
 		if err != nil {
 			k.fail(w, r, err)
+			return
+		}
+		if opts.Statuses != nil {
+			// A watch event carries the resource, not reports: a watcher lists with statuses= and reads
+			// …/statuses for the resources whose events it receives.
+			k.fail(w, r, badParam("statuses", "does not go with watch=true: list with it, then watch without it"))
 			return
 		}
 		k.watch(w, r, opts, fields)
@@ -372,7 +398,8 @@ func project(item resourceJSON, fields map[string]bool) (map[string]json.RawMess
 		return nil, fmt.Errorf("decode item: %w", err)
 	}
 	for f := range all {
-		if !fields[f] {
+		// adapter_statuses is there only when statuses= asked for it, which is asking for it whatever fields says.
+		if !fields[f] && f != "adapter_statuses" {
 			delete(all, f)
 		}
 	}
@@ -447,6 +474,17 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 			return opts, nil, badParam("resync_after", "must be a positive duration such as 5m or 30s")
 		}
 		opts.ResyncAfter = d
+	}
+	if q.Has("statuses") {
+		opts.Statuses = []string{}
+		for _, a := range strings.Split(q.Get("statuses"), ",") {
+			if a = strings.TrimSpace(a); a != "" && !slices.Contains(opts.Statuses, a) {
+				opts.Statuses = append(opts.Statuses, a)
+			}
+		}
+		if len(opts.Statuses) == 0 {
+			return opts, nil, badParam("statuses", "must name at least one adapter")
+		}
 	}
 	var fields map[string]bool
 	if v := strings.TrimSpace(q.Get("fields")); v != "" {

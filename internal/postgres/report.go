@@ -47,20 +47,30 @@ func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*res
 	if err != nil {
 		return nil, nil, err
 	}
-	var reps []reportJSON
-	if err := json.Unmarshal(rows[0].Reports, &reps); err != nil {
+	out, err := decodeReports(rows[0].Reports)
+	if err != nil {
 		return nil, nil, fmt.Errorf("decode the reports on %s %s: %w", d.Kind, id, err)
+	}
+	return r, out, nil
+}
+
+// decodeReports reads a JSON array of adapter_statuses rows (json_agg of the rows); never nil.
+func decodeReports(raw []byte) ([]resource.AdapterStatus, error) {
+	var reps []reportJSON
+	if err := json.Unmarshal(raw, &reps); err != nil {
+		return nil, err
 	}
 	out := make([]resource.AdapterStatus, len(reps))
 	for i := range reps {
 		w := statusRow{ResourceID: reps[i].ResourceID, Adapter: reps[i].Adapter, ObservedGeneration: reps[i].ObservedGeneration,
 			ObservedTime: reps[i].ObservedTime, Conditions: reps[i].Conditions, Data: reps[i].Data, Metadata: reps[i].Metadata,
 			CreatedTime: reps[i].CreatedTime, LastReportTime: reps[i].LastReportTime}
+		var err error
 		if out[i], err = w.toStatus(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return r, out, nil
+	return out, nil
 }
 
 func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus, save bool, event resource.EventType) error {

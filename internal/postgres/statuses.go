@@ -73,6 +73,15 @@ func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatu
 	return out, nil
 }
 
+// reportsColumn selects, for each row of a list of d, the reports of the adapters named by its one parameter (a
+// text[] literal) as a JSON array, placeholders left out as GET …/statuses leaves them out. It is part of the
+// page's statement, so a page costs one round trip however many resources it holds; each resource's reports are
+// found through the primary key (resource_id, adapter).
+func reportsColumn(d *resource.Descriptor) string {
+	return `(SELECT coalesce(json_agg(s ORDER BY s.adapter), '[]') FROM (SELECT ` + statusColumns + ` FROM adapter_statuses
+		WHERE resource_id = ` + d.Table + `.id AND adapter = ANY(?::text[]) AND observed_generation > 0) s) AS reports`
+}
+
 // Statuses implements resource.Store.
 func (s *Store) Statuses(ctx context.Context, id string) ([]resource.AdapterStatus, error) {
 	all, err := readStatuses(s.db.WithContext(ctx), []string{id})

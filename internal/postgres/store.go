@@ -237,7 +237,7 @@ func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lo
 		stmt += " FOR UPDATE"
 	}
 	var got *row
-	if _, err := scanRows(tx.Raw(stmt, args...), d, false, func(w *row) error {
+	if _, err := scanRows(tx.Raw(stmt, args...), d, false, false, func(w *row) error {
 		c := *w
 		got = &c
 		return nil
@@ -301,6 +301,13 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 	if err != nil {
 		return out, err
 	}
+	selectCols := func(q *gorm.DB) *gorm.DB {
+		if len(opts.Statuses) == 0 {
+			return q.Select(cols)
+		}
+		// Adapter names are DNS labels, so the array literal needs no quoting; it is still a parameter.
+		return q.Select(cols+", "+reportsColumn(d), "{"+strings.Join(opts.Statuses, ",")+"}")
+	}
 	var page *gorm.DB
 	switch {
 	case opts.After != "":
@@ -308,16 +315,16 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		if err != nil {
 			return out, err
 		}
-		page = q.Session(&gorm.Session{}).Select(cols).Where(cond, args...).Order(order).Limit(opts.Size)
+		page = selectCols(q.Session(&gorm.Session{})).Where(cond, args...).Order(order).Limit(opts.Size)
 	case opts.Page <= 1:
-		page = q.Session(&gorm.Session{}).Select(cols).Order(order).Limit(opts.Size)
+		page = selectCols(q.Session(&gorm.Session{})).Order(order).Limit(opts.Size)
 	default:
 		// Skipping rows costs per row skipped: skip them in the narrow ordered index (an index-only scan when the
 		// filters allow) and fetch only the page's wide rows.
 		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
-		page = s.db.WithContext(ctx).Table(d.Table).Select(cols).Where("id IN (?)", ids).Order(order)
+		page = selectCols(s.db.WithContext(ctx).Table(d.Table)).Where("id IN (?)", ids).Order(order)
 	}
-	n, last, err := s.eachRow(page, d, opts.Borrow, each)
+	n, last, err := s.eachRow(page, d, opts.Borrow, len(opts.Statuses) > 0, each)
 	if err != nil {
 		return out, err
 	}
@@ -344,13 +351,19 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 
 // eachRow runs query and hands its rows to each one at a time, reading the next only once each has returned; it
 // returns how many it handed over and the last one's keys. With borrow (ListOptions.Borrow) a resource's raw JSON
-// is the driver's buffer, valid only until each returns.
-func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, borrow bool, each func(*resource.Resource) error) (int, *row, error) {
+// is the driver's buffer, valid only until each returns. With reports the query also selects reportsColumn, which
+// becomes the resource's AdapterStatuses.
+func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, borrow, reports bool, each func(*resource.Resource) error) (int, *row, error) {
 	var last row
-	n, err := scanRows(query, d, borrow, func(w *row) error {
+	n, err := scanRows(query, d, borrow, reports, func(w *row) error {
 		r, err := w.toResource(d, false)
 		if err != nil {
 			return err
+		}
+		if reports {
+			if r.AdapterStatuses, err = decodeReports(w.Reports); err != nil {
+				return fmt.Errorf("decode the reports on %s %s: %w", d.Kind, w.ID, err)
+			}
 		}
 		if err := each(r); err != nil {
 			return err
@@ -368,10 +381,10 @@ func (s *Store) eachRow(query *gorm.DB, d *resource.Descriptor, borrow bool, eac
 	return n, &last, nil
 }
 
-// scanRows runs query, which selects columns(d), and hands each row to fn, scanned by position: GORM's scan by
-// reflection costs more than the rest of reading a row. The row is reused: fn copies what it keeps. With borrow
-// its JSON columns are the driver's buffer, valid only until fn returns.
-func scanRows(query *gorm.DB, d *resource.Descriptor, borrow bool, fn func(*row) error) (int, error) {
+// scanRows runs query, which selects columns(d) (and reportsColumn after them with reports), and hands each row to
+// fn, scanned by position: GORM's scan by reflection costs more than the rest of reading a row. The row is reused:
+// fn copies what it keeps. With borrow its JSON columns are the driver's buffer, valid only until fn returns.
+func scanRows(query *gorm.DB, d *resource.Descriptor, borrow, reports bool, fn func(*row) error) (int, error) {
 	rows, err := query.Rows()
 	if err != nil {
 		return 0, err
@@ -380,6 +393,7 @@ func scanRows(query *gorm.DB, d *resource.Descriptor, borrow bool, fn func(*row)
 	var (
 		w                   row
 		labels, spec, conds sql.RawBytes
+		reps                sql.RawBytes
 	)
 	dest := []any{&w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
 		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy}
@@ -389,6 +403,10 @@ func scanRows(query *gorm.DB, d *resource.Descriptor, borrow bool, fn func(*row)
 	if d.Parent != nil {
 		dest = append([]any{&w.ParentID}, dest...)
 	}
+	if reports {
+		// Decoded before fn returns (eachRow), so the driver's buffer will do.
+		dest = append(dest, &reps)
+	}
 	n := 0
 	for rows.Next() {
 		w = row{}
@@ -397,6 +415,9 @@ func scanRows(query *gorm.DB, d *resource.Descriptor, borrow bool, fn func(*row)
 		}
 		if borrow {
 			w.Labels, w.Spec, w.Conditions = labels, spec, conds
+		}
+		if reports {
+			w.Reports = reps
 		}
 		if err := fn(&w); err != nil {
 			return n, err

@@ -40,6 +40,9 @@ type Resource struct {
 	UpdatedBy   string
 	DeletedTime *time.Time
 	DeletedBy   string
+	// AdapterStatuses is set by a list with ListOptions.Statuses only: the reports of those adapters that have
+	// reported on the resource, by adapter name (empty, not nil, when none has).
+	AdapterStatuses []AdapterStatus
 }
 
 // Deleting reports whether the resource has been marked for deletion.
@@ -77,7 +80,13 @@ type ListOptions struct {
 	// KeysOnly says each needs only a resource's id and ordering keys (a watch learning which resources match its
 	// filter): the store may leave labels, spec and conditions empty rather than read them.
 	KeysOnly bool
+	// Statuses names adapters (at most MaxListStatuses) whose reports each listed resource carries
+	// (Resource.AdapterStatuses), read with the page rather than once per resource.
+	Statuses []string
 }
+
+// MaxListStatuses is how many adapters a list may ask the reports of (ListOptions.Statuses).
+const MaxListStatuses = 8
 
 // ListResult is what a list says besides its items.
 type ListResult struct {

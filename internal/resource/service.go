@@ -237,6 +237,9 @@ func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, eac
 		return ListResult{}, &Error{Code: CodeBadListParam, Message: "resync_after must be a positive duration and goes with pending_for",
 			Fields: []FieldError{{Field: "resync_after", Message: "must be positive, with pending_for"}}}
 	}
+	if err := checkListStatuses(opts.Statuses); err != nil {
+		return ListResult{}, err
+	}
 	if opts.After != "" && opts.Page > 1 {
 		return ListResult{}, &Error{Code: CodeBadListParam, Message: "give page or after, not both: after continues from a cursor",
 			Fields: []FieldError{{Field: "after", Message: "not with page"}}}
@@ -736,4 +739,19 @@ func (s *Service) Reaggregate(ctx context.Context, d *Descriptor, batch int, hoo
 			hooks.Progress(done)
 		}
 	}
+}
+
+// checkListStatuses refuses a list's adapter names (ListOptions.Statuses) that are not adapter names, or too many.
+func checkListStatuses(adapters []string) error {
+	if len(adapters) > MaxListStatuses {
+		return &Error{Code: CodeBadListParam, Message: fmt.Sprintf("statuses names %d adapters; at most %d", len(adapters), MaxListStatuses),
+			Fields: []FieldError{{Field: "statuses", Message: fmt.Sprintf("at most %d adapters", MaxListStatuses)}}}
+	}
+	for _, a := range adapters {
+		if len(a) > 63 || !dnsLabel.MatchString(a) {
+			return &Error{Code: CodeBadListParam, Message: fmt.Sprintf("statuses: %q is not an adapter name (a DNS label)", a),
+				Fields: []FieldError{{Field: "statuses", Message: "each must be a DNS label"}}}
+		}
+	}
+	return nil
 }

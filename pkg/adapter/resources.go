@@ -117,20 +117,28 @@ func (a *API) list(ctx context.Context, kind *Kind, parentID string, q listQuery
 		}
 	}
 	p := q.params()
-	answer, err := api.ReadAnswer[api.SparseList](a.plain.ListResources(ctx, kind, parent, &p))
-	if err := check(ctx, answer, err); err != nil {
+	page, err := a.sparseList(ctx, kind, parent, &p)
+	if err != nil {
 		return listPage{}, err
 	}
-	// The runtime always asks for fields; a full page means the server ignored them.
-	if api.MediaType(answer.HTTPResponse) != api.SparseMediaType {
-		return listPage{}, fmt.Errorf("hyperfleet-api list %s: the answer is not a sparse page (%s)", kind.Plural, api.SparseMediaType)
-	}
-	page := answer.JSON200
 	out := make([]listItem, len(page.Items))
 	for i := range page.Items {
 		out[i] = sparseItem(kind, &page.Items[i])
 	}
 	return listPage{items: out, position: page.ResourceVersion, next: deref(page.Next)}, nil
+}
+
+// sparseList returns a sparse page of kind's resources (under parent, or every parent's when it is uuid.Nil).
+func (a *API) sparseList(ctx context.Context, kind *Kind, parent uuid.UUID, p *api.ListParams) (*api.SparseList, error) {
+	answer, err := api.ReadAnswer[api.SparseList](a.plain.ListResources(ctx, kind, parent, p))
+	if err := check(ctx, answer, err); err != nil {
+		return nil, err
+	}
+	// The runtime always asks for fields; a full page means the server ignored them.
+	if api.MediaType(answer.HTTPResponse) != api.SparseMediaType {
+		return nil, fmt.Errorf("hyperfleet-api list %s: the answer is not a sparse page (%s)", kind.Plural, api.SparseMediaType)
+	}
+	return answer.JSON200, nil
 }
 
 // sparseItem reads one resource of a sparse page or of a watch event.
