@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -205,5 +206,48 @@ func TestRolloutCommands(t *testing.T) {
 		require.Contains(t, c.fails(t, exitNotFound, "rollout", "status", "nope"), `versionstream "nope" not found`)
 		require.Contains(t, c.fails(t, exitUsage, "rollout", "pause"), "accepts 1 arg(s)")
 		require.Contains(t, c.fails(t, exitUsage, "rollout", "status", "stable-4-16", "-o", "wide"), "want one of table, json, yaml")
+	})
+}
+
+// get clusters reads each cluster's version and hold from the applier's report, embedded in the page.
+func TestClustersVersionAndHeld(t *testing.T) {
+	t.Parallel()
+	s := startAPI(t, false)
+	c := newCLI(t, s)
+	c.seedStream(t, "stable-4-16")
+	for _, name := range []string{"canary-1", "early-1", "held-1", "new-1"} {
+		c.ok(t, "create", "cluster", name, "--spec", clusterSpec)
+	}
+	c.ok(t, "patch", "cluster", "held-1", "--spec", `{"paused": true}`)
+	applierData := func(current, target, held string) map[string]any {
+		return map[string]any{"current_version": current, "target_version": target, "held_reason": held}
+	}
+	s.reportData(t, "clusters", c.idOf(t, "cluster", "canary-1"), applierAdapter, 1, applierData("4.16.5", "4.16.5", ""))
+	s.reportData(t, "clusters", c.idOf(t, "cluster", "early-1"), applierAdapter, 1, applierData("4.16.3", "4.16.3", rollout.HeldWaitingForStage))
+	s.reportData(t, "clusters", c.idOf(t, "cluster", "held-1"), applierAdapter, 2, applierData("4.16.3", "4.16.3", rollout.HeldWaitingForStage))
+
+	out := c.ok(t, "get", "clusters")
+	require.Regexp(t, `(?m)^NAME\s+VERSION STREAM\s+VERSION\s+HELD\s+PHASE\s+GENERATION\s+AGE$`, out)
+	require.Regexp(t, `(?m)^canary-1\s+stable-4-16\s+4\.16\.5\s+-\s+`, out)
+	require.Regexp(t, `(?m)^early-1\s+stable-4-16\s+4\.16\.3\s+stage\s+`, out)
+	require.Regexp(t, `(?m)^held-1\s+stable-4-16\s+4\.16\.3\s+paused\s+`, out, "the cluster's own pause comes first")
+	require.Regexp(t, `(?m)^new-1\s+stable-4-16\s+<none>\s+-\s+`, out, "no report yet")
+	require.Regexp(t, `(?m)^early-1\s+stable-4-16\s+<none>\s+<none>\s+4\.16\.3\s+4\.16\.3\s+stage\s+`, c.ok(t, "get", "clusters", "-o", "wide"))
+	require.NotContains(t, c.ok(t, "get", "clusters", "-o", "json"), "adapter_statuses", "other formats print the resources as they are")
+
+	t.Run("watch", func(t *testing.T) {
+		w := c.start(t, "get", "clusters", "--watch")
+		w.eventually(t, "the first table", func(out, _ string) bool {
+			return regexp.MustCompile(`(?m)^early-1\s+\S+\s+4\.16\.3\s+stage\s`).MatchString(out)
+		})
+		// A report that changes only its data makes no event (events follow the resource and its aggregate): the
+		// new hold shows with the cluster's next change, here a label.
+		s.reportData(t, "clusters", c.idOf(t, "cluster", "early-1"), applierAdapter, 1, applierData("4.16.3", "4.16.5", rollout.HeldWaitingForTurn))
+		c.ok(t, "patch", "cluster", "early-1", "--labels", "hyperfleet.io/stage=early")
+		w.eventually(t, "the changed cluster's report is read again", func(out, _ string) bool {
+			return regexp.MustCompile(`(?m)^early-1\s+\S+\s+4\.16\.3\s+turn\s`).MatchString(out)
+		})
+		r := w.stop(t)
+		require.Empty(t, r.err)
 	})
 }
