@@ -89,9 +89,10 @@ func (o *object) reportData(adapter, key string) string {
 	if o.AdapterStatuses == nil {
 		return ""
 	}
-	for _, st := range *o.AdapterStatuses {
-		if st.Adapter == adapter {
-			s, _ := st.Data[key].(string)
+	reports := *o.AdapterStatuses
+	for i := range reports {
+		if reports[i].Adapter == adapter {
+			s, _ := reports[i].Data[key].(string)
 			return s
 		}
 	}
@@ -121,9 +122,9 @@ func (c *client) embedReports(ctx context.Context, k *api.Kind, o *object, adapt
 		return fmt.Errorf("decode the reports on %s %s: %w", k.Singular, o.name(), err)
 	}
 	kept := []api.AdapterStatus{}
-	for _, st := range list.Items {
-		if slices.Contains(adapters, st.Adapter) {
-			kept = append(kept, st)
+	for i := range list.Items {
+		if slices.Contains(adapters, list.Items[i].Adapter) {
+			kept = append(kept, list.Items[i])
 		}
 	}
 	o.AdapterStatuses = &kept

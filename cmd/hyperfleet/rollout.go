@@ -88,9 +88,9 @@ func (a *app) rolloutStatus(ctx context.Context, o *rolloutStatusOptions, name s
 		return fmt.Errorf("decode the reports: %w", err)
 	}
 	var data map[string]any
-	for _, st := range list.Items {
-		if st.Adapter == resolverAdapter {
-			data = st.Data
+	for i := range list.Items {
+		if list.Items[i].Adapter == resolverAdapter {
+			data = list.Items[i].Data
 		}
 	}
 	what := k.Singular + "/" + stream.name()

@@ -54,7 +54,8 @@ func printRollout(w io.Writer, what string, st *rollout.Status, specPaused bool,
 	fmt.Fprintf(w, "\nFailed clusters (%d):\n", len(st.Failed))
 	tw = newTable(w)
 	fmt.Fprintln(tw, "CLUSTER\tSTAGE\tVERSION\tREASON\tAGE\tMESSAGE")
-	for _, f := range st.Failed {
+	for i := range st.Failed {
+		f := &st.Failed[i]
 		name := f.Name
 		if name == "" {
 			name = f.ID
