@@ -148,13 +148,7 @@ func poolReport(tb testing.TB, s *apiServer, p *api.NodePool) *api.AdapterStatus
 // waitFor waits up to 45 s for cond, polling every 25 ms.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited 45s for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitWithin(tb, 45*time.Second, what, cond)
 }
 
 // owned returns the simulator's devices whose tags name the pool.

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -55,11 +56,40 @@ func startApplierWorldIn(tb testing.TB, namespace string) *applierWorld {
 // startApplierWorldWithDelay is startApplierWorldIn with hypershift-sim taking delay per rollout.
 func startApplierWorldWithDelay(tb testing.TB, namespace string, delay time.Duration) *applierWorld {
 	tb.Helper()
+	return startApplierWorldWith(tb, worldOptions{namespace: namespace, delay: delay})
+}
+
+// worldOptions tune an applier world.
+type worldOptions struct {
+	namespace string
+	delay     time.Duration // hypershift-sim's per rollout
+	// failures makes releases fail in hypershift-sim; nil fails none.
+	failures *hypershiftsim.Failures
+	// rolloutInterval is the version resolver's --rollout-interval; zero is 200 ms.
+	rolloutInterval time.Duration
+	// resolver keeps a handle on the version resolver (its ops address), when not nil.
+	resolver **versionresolver.Adapter
+}
+
+func startApplierWorldWith(tb testing.TB, o worldOptions) *applierWorld {
+	tb.Helper()
 	s := startServerWith(tb, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {hostedcluster.Name}})
 	sim := startSim(tb, cincinnatisim.Series{Minors: []string{"4.15", "4.16"}, Patches: 3})
-	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
-		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond})
+	resolver := startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
+		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond,
+		RolloutInterval: cmp.Or(o.rolloutInterval, 200*time.Millisecond), Applier: hostedcluster.Name})
+	if o.resolver != nil {
+		*o.resolver = resolver
+	}
+	return startManagementCluster(tb, s, sim, o)
+}
+
+// startManagementCluster is the applier world's management side: a real kube-apiserver with HyperShift's CRDs and
+// hypershift-sim as o says, beside the API s (and the Cincinnati simulator sim, if any).
+func startManagementCluster(tb testing.TB, s *apiServer, sim *simServer, o worldOptions) *applierWorld {
+	tb.Helper()
 	env := kubeenv.Start(tb)
+	namespace := o.namespace
 	if namespace == "" {
 		namespace = env.Namespace(tb, "clusters")
 	} else {
@@ -70,8 +100,8 @@ func startApplierWorldWithDelay(tb testing.TB, namespace string, delay time.Dura
 	w := &applierWorld{api: s, cincinati: sim, env: env, namespace: namespace,
 		pull: filepath.Join(tb.TempDir(), "pull-secret.json")}
 	require.NoError(tb, os.WriteFile(w.pull, []byte(`{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
-	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: w.namespace, Delay: delay,
-		DeletionDelay: 200 * time.Millisecond, CreateSecrets: true, Logger: testLogger()})
+	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: w.namespace, Delay: o.delay,
+		DeletionDelay: 200 * time.Millisecond, CreateSecrets: true, Failures: o.failures, Logger: testLogger()})
 	runInBackground(tb, hs.Run)
 	return w
 }

@@ -102,10 +102,16 @@ func adapterReport(tb testing.TB, s *apiServer, stream api.VersionStream, name s
 
 func eventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitWithin(tb, 20*time.Second, what, cond)
+}
+
+// waitWithin waits up to d for cond, polling every 25 ms.
+func waitWithin(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("waited 20s for %s", what)
+			tb.Fatalf("waited %s for %s", d, what)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
