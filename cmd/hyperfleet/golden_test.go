@@ -29,7 +29,7 @@ const (
 		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"}]},
 		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob",
 		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 1, "conditions": [],
-			"data": {"current_version": "4.16.2", "target_version": "4.16.5", "held_reason": "WaitingForStage"},
+			"data": {"current_version": "4.16.2", "target_version": "4.16.5", "upgrade_state": "Partial", "upgrade_version": "4.16.5"},
 			"created_time": "2026-01-01T01:00:00Z", "last_report_time": "2026-01-01T01:01:00Z", "observed_time": "2026-01-01T01:01:00Z"}]}`
 	goldenPool = `{"id": "33333333-3333-4333-8333-333333333333", "kind": "NodePool", "href": "/api/hyperfleet/v1/clusters/11111111-1111-4111-8111-111111111111/nodepools/33333333-3333-4333-8333-333333333333",
 		"name": "workers", "labels": {}, "generation": 1, "resource_version": "4",

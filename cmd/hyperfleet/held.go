@@ -19,6 +19,10 @@ const (
 	dataCurrentVersion = "current_version"
 	dataTargetVersion  = "target_version"
 	dataHeldReason     = "held_reason"
+	// dataUpgradeState is "Partial" while the HostedCluster moves to dataUpgradeVersion.
+	dataUpgradeState   = "upgrade_state"
+	dataUpgradeVersion = "upgrade_version"
+	upgradePartial     = "Partial"
 )
 
 // outsideUpgradeWindow is the applier's own hold reason (its UpgradePending condition) beside pkg/rollout's.
@@ -40,10 +44,20 @@ func reportColumns(kinds *api.KindTable, k *api.Kind) ([]reportColumn, []string)
 		return nil, nil
 	}
 	return []reportColumn{
-		{header: "VERSION", cell: func(o *object) string { return orNone(o.reportData(applierAdapter, dataCurrentVersion)) }},
+		{header: "VERSION", cell: clusterVersion},
 		{header: "TARGET", wide: true, cell: func(o *object) string { return orNone(o.reportData(applierAdapter, dataTargetVersion)) }},
 		{header: "HELD", cell: clusterHeld},
 	}, []string{applierAdapter}
+}
+
+// clusterVersion is the version a cluster runs, and while it upgrades the one it moves to: "4.16.3->4.16.5".
+func clusterVersion(o *object) string {
+	current := o.reportData(applierAdapter, dataCurrentVersion)
+	if to := o.reportData(applierAdapter, dataUpgradeVersion); to != "" && to != current &&
+		o.reportData(applierAdapter, dataUpgradeState) == upgradePartial {
+		return orNone(current) + "->" + to
+	}
+	return orNone(current)
 }
 
 // clusterHeld is why a cluster does not move: "paused" for its own spec.paused, else its applier's hold reason as
