@@ -18,6 +18,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
 // Name is the adapter name the applier reports under.
@@ -37,8 +38,9 @@ type ManagementCluster interface {
 
 // References reads what a cluster names.
 type References interface {
-	// Release returns what the VersionStream named name resolves to; ErrStreamNotFound, ErrImagePending.
-	Release(ctx context.Context, name string) (Release, error)
+	// Stream returns the rollout of the VersionStream named name (the version resolver's report and the stream's
+	// policy); ErrStreamNotFound, ErrImagePending.
+	Stream(ctx context.Context, name string) (StreamRollout, error)
 	// Schedule returns the UpgradeSchedule named name; ErrScheduleNotFound.
 	Schedule(ctx context.Context, name string) (*schedule.Schedule, error)
 }
@@ -101,7 +103,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
 		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
 	}
-	release, err := r.References.Release(ctx, spec.VersionStream)
+	// accepted_risks is decoded on its own until the generated ClusterSpec has it.
+	var risks acceptedRisks
+	if err := json.Unmarshal(obj.Spec, &risks); err != nil {
+		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
+	}
+	stream, err := r.References.Stream(ctx, spec.VersionStream)
 	switch {
 	case errors.Is(err, ErrStreamNotFound):
 		return failed(ReasonVersionStreamNotFound, err), adapter.Transient(ReasonVersionStreamNotFound, err)
@@ -128,7 +135,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	current := observe(live)
 	now := r.now()
-	rollout := decideRollout(current.ReleaseImage, release.Image, sched, now)
+	plan := planFor(stream, rollout.Cluster{ID: obj.ID, Labels: obj.Labels, AcceptedRisks: risks.AcceptedRisks,
+		Installed: live != nil, Running: current.currentVersion()}, live, sched, now)
 	pull, err := r.PullSecret()
 	if err != nil {
 		return adapter.Outcome{}, fmt.Errorf("read the pull secret: %w", err)
@@ -137,12 +145,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	if hostedCluster == nil {
 		hostedCluster = &api.HostedClusterSpec{}
 	}
-	version := release.Version
-	if rollout.Image != release.Image && live != nil {
-		version = live.GetAnnotations()[AnnotationReleaseVersion] // the version of the image it keeps running
-	}
+	roll, version := plan.Roll, plan.Version
 	desired, err := Build(&Desired{ClusterID: obj.ID, Name: obj.Name, Namespace: r.Namespace, Generation: obj.Generation,
-		Spec: *hostedCluster, ReleaseImage: rollout.Image, ReleaseVersion: version, PullSecret: pull})
+		Spec: *hostedCluster, ReleaseImage: roll.Image, ReleaseVersion: version, PullSecret: pull})
 	if err != nil {
 		return adapter.Outcome{}, adapter.Terminal(ReasonInvalidSpec, err)
 	}
@@ -152,9 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	ref := r.Namespace + "/" + obj.Name
 	if r.Pacer != nil {
-		if len(changes) > 0 && reapplyIsPaced(live, desired.HostedCluster, rollout, obj.Generation) {
+		if len(changes) > 0 && reapplyIsPaced(live, desired.HostedCluster, roll, obj.Generation) {
 			if wait := r.Pacer.Admit(obj.ID, now); wait > 0 {
-				out := outcome(ref, rollout, current)
+				out := outcome(ref, plan, current)
 				out.Conditions = append(out.Conditions, reapplyPaced(wait))
 				out.RequeueAfter = wait
 				return out, nil
@@ -174,16 +179,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 			applied = stored
 		}
 	}
-	out := outcome(ref, rollout, observe(applied))
+	out := outcome(ref, plan, observe(applied))
 	out.Conditions = append(out.Conditions, conditions.Reported{Type: ConditionReapplyPending, Status: conditions.False,
 		Reason: ReasonApplied, Message: "what the applier builds for the cluster is applied"})
 	switch {
-	case rollout.Waiting:
-		out.RequeueAfter = max(time.Second, rollout.NextOpen.Sub(now))
-	case !settled(rollout, observe(applied)):
+	case roll.Waiting:
+		out.RequeueAfter = max(time.Second, roll.NextOpen.Sub(now))
+	case !settled(roll, observe(applied)):
 		out.RequeueAfter = r.progressInterval()
 	}
 	return out, nil
+}
+
+// acceptedRisks is the part of a cluster's spec that names the risks accepted for it.
+type acceptedRisks struct {
+	AcceptedRisks []string `json:"accepted_risks"`
+}
+
+// planFor decides what to apply: the verdict of the stream's rollout for the cluster (install, move where admitted,
+// or stay), its image when it names one and the image the live HostedCluster runs otherwise, and then the cluster's
+// UpgradeSchedule, which an admitted cluster still waits for. The version goes with the image applied.
+func planFor(stream StreamRollout, c rollout.Cluster, live *unstructured.Unstructured, sched *schedule.Schedule, now time.Time) Plan {
+	p := Plan{Verdict: rollout.ForCluster(stream.Report, &stream.Policy, c), TargetImage: stream.Report.ReleaseImage,
+		TargetVersion: stream.Report.ResolvedVersion}
+	image, version := p.Verdict.Image, p.Verdict.Version
+	liveImage := observe(live).ReleaseImage
+	if image == "" && liveImage != "" {
+		image, version = liveImage, live.GetAnnotations()[AnnotationReleaseVersion]
+	}
+	if image == "" { // a HostedCluster without an image (not one this applier wrote): install what new clusters do
+		version, image = stream.Report.Install()
+	}
+	p.Roll = decideRollout(liveImage, image, sched, now)
+	p.Version = version
+	if p.Roll.Image != image && live != nil {
+		p.Version = live.GetAnnotations()[AnnotationReleaseVersion] // the version of the image it keeps running
+	}
+	return p
 }
 
 // changes returns, in the order to apply them (the Secrets first, since the HostedCluster names them), the objects
@@ -214,8 +246,8 @@ func (r *Reconciler) changes(ctx context.Context, desired *Objects, live *unstru
 // stays. A user's spec change rolls at once; a new release image is paced by the UpgradeSchedule instead. A
 // HostedCluster written before the spec-hash annotation existed is judged by the cluster generation it was applied
 // for, so an applier upgrade that adds the annotation is itself paced.
-func reapplyIsPaced(live, desired *unstructured.Unstructured, rollout Rollout, generation int64) bool {
-	if live == nil || observe(live).ReleaseImage != rollout.Image {
+func reapplyIsPaced(live, desired *unstructured.Unstructured, roll Rollout, generation int64) bool {
+	if live == nil || observe(live).ReleaseImage != roll.Image {
 		return false
 	}
 	if spec, ok := live.GetAnnotations()[AnnotationSpecHash]; ok {

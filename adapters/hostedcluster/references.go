@@ -9,16 +9,18 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
 // versionResolver is the adapter whose report on a VersionStream holds the release image to apply.
 const versionResolver = "version-resolver"
 
-// Keys of the version resolver's report data that the applier follows.
-const (
-	resolverReleaseImage    = "release_image"
-	resolverResolvedVersion = "resolved_version"
-)
+// followedKeys are the keys of the version resolver's report data that the applier follows: the stream's target,
+// what new clusters install, the graph slice and the rollout's state.
+func followedKeys() []string {
+	return []string{rollout.DataReleaseImage, rollout.DataResolvedVersion, rollout.DataInstallImage,
+		rollout.DataInstallVersion, rollout.DataGraph, rollout.DataRollout}
+}
 
 // Errors of the reference look-ups; the reconciler turns them into reasons.
 var (
@@ -27,10 +29,11 @@ var (
 	ErrScheduleNotFound = errors.New("upgrade schedule not found")
 )
 
-// Release is what a cluster's VersionStream resolves to.
-type Release struct {
-	Image   string
-	Version string
+// StreamRollout is what a cluster's VersionStream says about the releases its clusters run: the version resolver's
+// report (target, install release, graph slice, rollout state) and the stream's rollout policy.
+type StreamRollout struct {
+	Report *rollout.Report
+	Policy rollout.Policy
 }
 
 // apiReferences reads a cluster's VersionStream and UpgradeSchedule: from what the runtime's dependents sources
@@ -43,34 +46,56 @@ type apiReferences struct {
 	streams, schedules *adapter.Kind
 }
 
-// Release returns the release the stream named name resolves to: ErrStreamNotFound, or ErrImagePending before the
-// version resolver has reported one.
-func (r *apiReferences) Release(ctx context.Context, name string) (Release, error) {
-	var data map[string]any
+// Stream returns the rollout of the stream named name: ErrStreamNotFound, or ErrImagePending before the version
+// resolver has reported any image.
+func (r *apiReferences) Stream(ctx context.Context, name string) (StreamRollout, error) {
+	var (
+		data map[string]any
+		spec []byte
+	)
 	if ref, ok := r.runner.Referenced(r.streams, name); ok {
 		data = ref.Data
+		var err error
+		if spec, err = json.Marshal(ref.Spec); err != nil {
+			return StreamRollout{}, fmt.Errorf("version stream %q: %w", name, err)
+		}
 	} else {
 		stream, err := r.runner.API().FindByName(ctx, r.streams, "", name)
 		if errors.Is(err, adapter.ErrNotFound) {
-			return Release{}, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
+			return StreamRollout{}, fmt.Errorf("%w: %q", ErrStreamNotFound, name)
 		}
 		if err != nil {
-			return Release{}, err
+			return StreamRollout{}, err
 		}
+		spec = stream.Spec
 		report, err := r.runner.API().Report(ctx, r.streams, "", stream.ID, versionResolver)
 		if err != nil {
-			return Release{}, err
+			return StreamRollout{}, err
 		}
 		if report != nil {
 			data = report.Data
 		}
 	}
-	image, _ := data[resolverReleaseImage].(string)
-	version, _ := data[resolverResolvedVersion].(string)
-	if image == "" {
-		return Release{}, fmt.Errorf("%w: %q", ErrImagePending, name)
+	return streamRolloutOf(name, data, spec)
+}
+
+// streamRolloutOf reads the resolver's report data and the stream's spec.
+func streamRolloutOf(name string, data map[string]any, spec []byte) (StreamRollout, error) {
+	report, err := rollout.ReportOf(data)
+	if err != nil {
+		return StreamRollout{}, fmt.Errorf("version stream %q: %w", name, err)
 	}
-	return Release{Image: image, Version: version}, nil
+	if report.ReleaseImage == "" && report.InstallImage == "" {
+		return StreamRollout{}, fmt.Errorf("%w: %q", ErrImagePending, name)
+	}
+	if len(spec) == 0 || string(spec) == "null" {
+		spec = []byte("{}")
+	}
+	policy, err := rollout.PolicyOf(spec)
+	if err != nil {
+		return StreamRollout{}, fmt.Errorf("version stream %q: %w", name, err)
+	}
+	return StreamRollout{Report: report, Policy: policy}, nil
 }
 
 // Schedule returns the parsed UpgradeSchedule named name, or ErrScheduleNotFound.

@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
+	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
 // Condition types the applier reports besides the runtime's. Progressing, Degraded and ValidReleaseImage mirror
@@ -19,9 +20,13 @@ const (
 	ConditionProgressing       = "Progressing"
 	ConditionDegraded          = "Degraded"
 	ConditionValidReleaseImage = "ValidReleaseImage"
-	// ConditionUpgradePending is True while the stream holds a newer release image than the cluster runs and the
-	// cluster's UpgradeSchedule is closed.
+	// ConditionUpgradePending is True while the stream's rollout has the cluster wait for a newer release: its
+	// UpgradeSchedule is closed (OutsideUpgradeWindow), or the rollout holds it (rollout.HeldWaitingForStage,
+	// HeldWaitingForTurn, HeldRolloutPaused, HeldFailed).
 	ConditionUpgradePending = "UpgradePending"
+	// ConditionUpgradeBlocked is True while the cluster cannot move towards its stream's target along the update
+	// graph, with the reason of rollout.Hop.Blocked (NoUpdatePath, RiskNotAccepted, ReleaseNotInGraph, PathUnknown).
+	ConditionUpgradeBlocked = "UpgradeBlocked"
 	// ConditionReapplyPending is True while a change of the applier's own (not of the cluster's spec) waits for its
 	// turn to be re-applied: such changes reach the fleet at --reapply-rate.
 	ConditionReapplyPending = "ReapplyPending"
@@ -39,6 +44,8 @@ const (
 	ReasonManagementCluster       = "ManagementClusterUnavailable"
 	ReasonOutsideUpgradeWindow    = "OutsideUpgradeWindow"
 	ReasonAtReleaseImage          = "AtReleaseImage"
+	ReasonAtTargetRelease         = "AtTargetRelease" // UpgradeBlocked False: the cluster runs the stream's target
+	ReasonUpdatePathFound         = "UpdatePathFound" // UpgradeBlocked False: the graph leads it towards the target
 	ReasonRolling                 = "Rolling"
 	ReasonNotReported             = "NotReportedByHostedCluster"
 	ReasonHostedClusterDeleting   = "HostedClusterDeleting"
@@ -57,6 +64,10 @@ const (
 	DataAPIEndpoint         = "api_endpoint"          // status.controlPlaneEndpoint as host:port
 	DataKubeconfigSecret    = "kubeconfig_secret"     //nolint:gosec // the name of a Secret, not a credential
 	DataNextUpgradeWindow   = "next_upgrade_window"   // RFC 3339, while an upgrade waits for the schedule
+	DataTargetVersion       = "target_version"        // the stream's target version
+	// DataHeldReason says in one word why the cluster is not moving to the target: a rollout.Blocked* or Held*
+	// reason, or OutsideUpgradeWindow; empty when nothing holds it.
+	DataHeldReason = "held_reason"
 )
 
 // Observed is what the applier reads back from a HostedCluster.
@@ -148,15 +159,26 @@ func (o *Observed) currentVersion() string {
 	return ""
 }
 
-// Rollout is what to apply: the release image, and when the stream's newer image must wait for the schedule, why.
+// Rollout is what to apply: the release image, and when a newer image must wait for the schedule, why.
 type Rollout struct {
 	Image    string
-	Target   string    // the stream's image
+	Target   string    // the image the rollout gives the cluster
 	Waiting  bool      // Target differs from Image because the schedule is closed
 	NextOpen time.Time // when Waiting: when the schedule opens next
 }
 
-// decideRollout picks the release image to apply: the stream's image when the cluster is new (a first
+// Plan is what the applier does with a cluster and why: the stream's target, the verdict of its rollout for the
+// cluster, and what the UpgradeSchedule lets through of it.
+type Plan struct {
+	// TargetImage and TargetVersion are the stream's target (the newest release of its minor).
+	TargetImage, TargetVersion string
+	Verdict                    rollout.Verdict
+	Roll                       Rollout
+	// Version is the release version of Roll.Image.
+	Version string
+}
+
+// decideRollout picks the release image to apply: the rollout's image when the cluster is new (a first
 // installation is not an upgrade), already runs it, or its schedule is open at now; otherwise the image it runs,
 // until NextOpen. A nil schedule is always open.
 func decideRollout(running, target string, sched *schedule.Schedule, now time.Time) Rollout {
@@ -170,12 +192,14 @@ func decideRollout(running, target string, sched *schedule.Schedule, now time.Ti
 	return Rollout{Image: running, Target: target, Waiting: true, NextOpen: state.NextOpen}
 }
 
-// outcome computes the report from what was applied and what HyperShift reports. It is pure.
-func outcome(ref string, rollout Rollout, o Observed) adapter.Outcome {
+// outcome computes the report from what was planned and what HyperShift reports. It is pure.
+func outcome(ref string, p Plan, o Observed) adapter.Outcome {
 	out := adapter.Outcome{Data: map[string]any{
 		DataHostedCluster:       ref,
-		DataAppliedReleaseImage: rollout.Image,
-		DataDesiredReleaseImage: rollout.Target,
+		DataAppliedReleaseImage: p.Roll.Image,
+		DataDesiredReleaseImage: p.TargetImage,
+		DataTargetVersion:       p.TargetVersion,
+		DataHeldReason:          heldReason(p),
 	}}
 	if v := o.currentVersion(); v != "" {
 		out.Data[DataCurrentVersion] = v
@@ -203,29 +227,63 @@ func outcome(ref string, rollout Rollout, o Observed) adapter.Outcome {
 		c.Reason = orReason(c.Reason, ReasonNotReported)
 		out.Conditions = append(out.Conditions, c)
 	}
-	pending := conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage,
-		Message: "the cluster is at its stream's release image"}
-	switch {
-	case rollout.Waiting:
-		next := rollout.NextOpen.UTC().Format(time.RFC3339)
-		pending = conditions.Reported{Type: ConditionUpgradePending, Status: conditions.True, Reason: ReasonOutsideUpgradeWindow,
-			Message: fmt.Sprintf("%s waits for the upgrade schedule, which opens next at %s", rollout.Target, next)}
-		out.Data[DataNextUpgradeWindow] = next
-	case o.ReleaseImage != "" && o.ReleaseImage != rollout.Image, len(o.History) > 0 && o.History[0].Image == rollout.Image && o.History[0].State != "Completed":
-		pending = conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonRolling,
-			Message: "rolling to " + rollout.Image}
+	if p.Roll.Waiting {
+		out.Data[DataNextUpgradeWindow] = p.Roll.NextOpen.UTC().Format(time.RFC3339)
 	}
-	out.Conditions = append(out.Conditions, pending)
+	out.Conditions = append(out.Conditions, upgradePending(p, o), upgradeBlocked(p, o))
 	return out
+}
+
+// heldReason is the one word the CLI shows for a cluster that does not move to its stream's target.
+func heldReason(p Plan) string {
+	switch {
+	case p.Verdict.Blocked != "":
+		return p.Verdict.Blocked
+	case p.Verdict.Held != "":
+		return p.Verdict.Held
+	case p.Roll.Waiting:
+		return ReasonOutsideUpgradeWindow
+	}
+	return ""
+}
+
+// upgradePending says whether a newer release waits, and for what: the schedule's window, or the rollout (its
+// stage, its turn, a pause, or a failure of the cluster on that release).
+func upgradePending(p Plan, o Observed) conditions.Reported {
+	switch {
+	case p.Roll.Waiting:
+		return conditions.Reported{Type: ConditionUpgradePending, Status: conditions.True, Reason: ReasonOutsideUpgradeWindow,
+			Message: fmt.Sprintf("%s waits for the upgrade schedule, which opens next at %s", p.Roll.Target, p.Roll.NextOpen.UTC().Format(time.RFC3339))}
+	case p.Verdict.Held != "":
+		return conditions.Reported{Type: ConditionUpgradePending, Status: conditions.True, Reason: p.Verdict.Held, Message: p.Verdict.Message}
+	case o.ReleaseImage != "" && o.ReleaseImage != p.Roll.Image, len(o.History) > 0 && o.History[0].Image == p.Roll.Image && o.History[0].State != "Completed":
+		return conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonRolling,
+			Message: "rolling to " + p.Roll.Image}
+	}
+	return conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage,
+		Message: "the cluster is at the release image its stream's rollout gives it"}
+}
+
+// upgradeBlocked says whether the update graph lets the cluster move towards its stream's target.
+func upgradeBlocked(p Plan, o Observed) conditions.Reported {
+	if p.Verdict.Blocked != "" {
+		return conditions.Reported{Type: ConditionUpgradeBlocked, Status: conditions.True, Reason: p.Verdict.Blocked, Message: p.Verdict.Message}
+	}
+	if v := o.currentVersion(); v != "" && v == p.TargetVersion {
+		return conditions.Reported{Type: ConditionUpgradeBlocked, Status: conditions.False, Reason: ReasonAtTargetRelease,
+			Message: "the cluster runs its stream's target, " + v}
+	}
+	return conditions.Reported{Type: ConditionUpgradeBlocked, Status: conditions.False, Reason: ReasonUpdatePathFound,
+		Message: fmt.Sprintf("nothing in the update graph keeps the cluster from its stream's target %s", p.TargetVersion)}
 }
 
 // settled reports whether HyperShift reports the cluster available at the applied image with nothing in progress:
 // from then on only the schedule, the stream or the spec can give the applier work.
-func settled(rollout Rollout, o Observed) bool {
+func settled(roll Rollout, o Observed) bool {
 	available := o.Conditions["Available"].Status == conditions.True
 	progressing := o.Conditions[ConditionProgressing].Status == conditions.True
-	return available && !progressing && o.ReleaseImage == rollout.Image && len(o.History) > 0 &&
-		o.History[0].Image == rollout.Image && o.History[0].State == "Completed"
+	return available && !progressing && o.ReleaseImage == roll.Image && len(o.History) > 0 &&
+		o.History[0].Image == roll.Image && o.History[0].State == "Completed"
 }
 
 func orReason(reason, fallback string) string {

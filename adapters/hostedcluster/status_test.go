@@ -90,10 +90,10 @@ func conditionOf(out []conditions.Reported, typ string) conditions.Reported {
 }
 
 func TestOutcome(t *testing.T) {
-	upToDate := Rollout{Image: imageB, Target: imageB}
+	upToDate := Plan{TargetImage: imageB, TargetVersion: "4.16.3", Roll: Rollout{Image: imageB, Target: imageB}}
 	tests := []struct {
 		name        string
-		rollout     Rollout
+		plan        Plan
 		hc          *unstructured.Unstructured
 		available   conditions.Status
 		pending     conditions.Reported
@@ -101,52 +101,55 @@ func TestOutcome(t *testing.T) {
 		wantSettled bool
 	}{
 		{
-			name: "just applied: HyperShift has not reported", rollout: upToDate,
+			name: "just applied: HyperShift has not reported", plan: upToDate,
 			hc:        &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"release": map[string]any{"image": imageB}}}},
 			available: conditions.False,
 			pending:   conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage},
-			data:      map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB},
+			data: map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB,
+				DataTargetVersion: "4.16.3", DataHeldReason: ""},
 		},
 		{
-			name: "available at its image", rollout: upToDate,
+			name: "available at its image", plan: upToDate,
 			hc:        hostedCluster(imageB, "True", "False", entry("Completed", imageB, "4.16.3")),
 			available: conditions.True,
 			pending:   conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonAtReleaseImage},
 			data: map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB,
 				DataCurrentVersion: "4.16.3", DataUpgradeState: "Completed", DataAPIEndpoint: "api.c.example.com:6443",
-				DataKubeconfigSecret: "c-admin-kubeconfig"},
+				DataKubeconfigSecret: "c-admin-kubeconfig", DataTargetVersion: "4.16.3", DataHeldReason: ""},
 			wantSettled: true,
 		},
 		{
-			name: "rolling to a new image", rollout: upToDate,
+			name: "rolling to a new image", plan: upToDate,
 			hc:        hostedCluster(imageB, "True", "True", entry("Partial", imageB, "4.16.3"), entry("Completed", imageA, "4.16.2")),
 			available: conditions.True,
 			pending:   conditions.Reported{Type: ConditionUpgradePending, Status: conditions.False, Reason: ReasonRolling},
 			data: map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageB, DataDesiredReleaseImage: imageB,
 				DataCurrentVersion: "4.16.2", DataUpgradeState: "Partial", DataAPIEndpoint: "api.c.example.com:6443",
-				DataKubeconfigSecret: "c-admin-kubeconfig"},
+				DataKubeconfigSecret: "c-admin-kubeconfig", DataTargetVersion: "4.16.3", DataHeldReason: ""},
 		},
 		{
-			name: "waiting for the window", rollout: Rollout{Image: imageA, Target: imageB, Waiting: true, NextOpen: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)},
+			name: "waiting for the window", plan: Plan{TargetImage: imageB, TargetVersion: "4.16.3",
+				Roll: Rollout{Image: imageA, Target: imageB, Waiting: true, NextOpen: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)}},
 			hc:        hostedCluster(imageA, "True", "False", entry("Completed", imageA, "4.16.2")),
 			available: conditions.True,
 			pending:   conditions.Reported{Type: ConditionUpgradePending, Status: conditions.True, Reason: ReasonOutsideUpgradeWindow},
 			data: map[string]any{DataHostedCluster: "clusters/c", DataAppliedReleaseImage: imageA, DataDesiredReleaseImage: imageB,
 				DataCurrentVersion: "4.16.2", DataUpgradeState: "Completed", DataAPIEndpoint: "api.c.example.com:6443",
-				DataKubeconfigSecret: "c-admin-kubeconfig", DataNextUpgradeWindow: "2026-12-05T02:00:00Z"},
+				DataKubeconfigSecret: "c-admin-kubeconfig", DataNextUpgradeWindow: "2026-12-05T02:00:00Z",
+				DataTargetVersion: "4.16.3", DataHeldReason: ReasonOutsideUpgradeWindow},
 			wantSettled: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := observe(tt.hc)
-			out := outcome("clusters/c", tt.rollout, o)
+			out := outcome("clusters/c", tt.plan, o)
 			require.Equal(t, tt.available, out.Available.Status)
 			pending := conditionOf(out.Conditions, ConditionUpgradePending)
 			require.Equal(t, tt.pending.Status, pending.Status)
 			require.Equal(t, tt.pending.Reason, pending.Reason)
 			require.Equal(t, tt.data, out.Data)
-			require.Equal(t, tt.wantSettled, settled(tt.rollout, o))
+			require.Equal(t, tt.wantSettled, settled(tt.plan.Roll, o))
 			for _, typ := range []string{ConditionProgressing, ConditionDegraded, ConditionValidReleaseImage} {
 				c := conditionOf(out.Conditions, typ)
 				require.Equal(t, typ, c.Type, "every mirrored condition is reported")

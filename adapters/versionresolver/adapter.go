@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnati"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // Options are the resolver's own settings, beside the runtime's.
@@ -23,12 +24,17 @@ type Options struct {
 	RetryAfter        time.Duration
 	// GraphCacheTTL is how long one channel's graph is shared between streams; 0 caches nothing.
 	GraphCacheTTL time.Duration
+	// RolloutInterval is how soon a stream whose rollout moves is looked at again.
+	RolloutInterval time.Duration
+	// Applier is the adapter whose reports on clusters say what they run (the HostedCluster applier).
+	Applier string
 }
 
 // DefaultOptions are the resolver's defaults: the public Cincinnati, 5 minute re-checks, 1 minute retries.
 func DefaultOptions() Options {
 	return Options{CincinnatiURL: "https://api.openshift.com", CincinnatiTimeout: cincinnati.DefaultTimeout,
-		RecheckAfter: DefaultRecheckAfter, RetryAfter: DefaultRetryAfter, GraphCacheTTL: 30 * time.Second}
+		RecheckAfter: DefaultRecheckAfter, RetryAfter: DefaultRetryAfter, GraphCacheTTL: 30 * time.Second,
+		RolloutInterval: DefaultRolloutInterval, Applier: DefaultApplier}
 }
 
 // AddFlags binds the options, with o's values as defaults.
@@ -38,6 +44,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "how soon a resolved stream is checked for a newer patch")
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "how soon a failed check is tried again")
 	fs.DurationVar(&o.GraphCacheTTL, "graph-cache-ttl", o.GraphCacheTTL, "how long a channel's graph is shared between streams (0: not cached)")
+	fs.DurationVar(&o.RolloutInterval, "rollout-interval", o.RolloutInterval, "how soon a stream whose rollout moves is looked at again (one list of its clusters per page)")
+	fs.StringVar(&o.Applier, "applier-adapter", o.Applier, "the adapter whose reports on clusters say which release they run")
 }
 
 // Adapter is the resolver on the shared runtime.
@@ -52,8 +60,11 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if u, err := url.Parse(o.CincinnatiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--cincinnati-url %q must be an http(s) URL", o.CincinnatiURL)
 	}
-	if o.RecheckAfter <= 0 || o.RetryAfter <= 0 || o.CincinnatiTimeout <= 0 {
-		return nil, fmt.Errorf("--recheck-after, --retry-after and --cincinnati-timeout must be positive")
+	if o.RecheckAfter <= 0 || o.RetryAfter <= 0 || o.CincinnatiTimeout <= 0 || o.RolloutInterval <= 0 {
+		return nil, fmt.Errorf("--recheck-after, --retry-after, --cincinnati-timeout and --rollout-interval must be positive")
+	}
+	if !conditions.ValidAdapterName(o.Applier) {
+		return nil, fmt.Errorf("--applier-adapter %q is not an adapter name", o.Applier)
 	}
 	if rt.ResyncAfter == 0 {
 		rt.ResyncAfter = o.RecheckAfter
@@ -65,7 +76,8 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	client := cincinnati.NewClient(o.CincinnatiURL, &http.Client{Transport: runner.ExternalTransport("cincinnati", nil)},
 		cincinnati.WithTimeout(o.CincinnatiTimeout), cincinnati.WithUserAgent("hyperfleet-version-resolver"))
 	rec := &Reconciler{Graphs: NewCachedGraphs(client, o.GraphCacheTTL), RecheckAfter: o.RecheckAfter, RetryAfter: o.RetryAfter,
-		Log: log.With(slog.String("adapter", rt.Adapter))}
+		Log: log.With(slog.String("adapter", rt.Adapter)), Fleet: &apiFleet{api: runner.API(), applier: o.Applier},
+		RolloutInterval: o.RolloutInterval}
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}

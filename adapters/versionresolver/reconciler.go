@@ -39,6 +39,11 @@ type Reconciler struct {
 	Now func() time.Time
 	// Log receives a line whenever a stream moves to another release; nil logs nothing.
 	Log *slog.Logger
+	// Fleet lists a stream's clusters for the rollout pass; nil resolves streams without rolling them out (the
+	// clusters then read only release_image).
+	Fleet Fleet
+	// RolloutInterval is how soon a stream whose rollout moves is looked at again; zero is DefaultRolloutInterval.
+	RolloutInterval time.Duration
 }
 
 var _ adapter.Reconciler = (*Reconciler)(nil)
@@ -73,6 +78,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	out.RequeueAfter = spread(cmp.Or(r.RecheckAfter, DefaultRecheckAfter))
 	if err != nil {
 		out.RequeueAfter = spread(cmp.Or(r.RetryAfter, DefaultRetryAfter))
+	}
+	if r.Fleet != nil && out.Data != nil && !errors.Is(err, adapter.ErrTerminal) {
+		if graphErr != nil {
+			graph = nil
+		}
+		soon, passErr := r.rolloutPass(ctx, obj, stream, graph, &out)
+		if soon > 0 {
+			out.RequeueAfter = min(out.RequeueAfter, soon)
+		}
+		if err == nil {
+			err = passErr
+		}
 	}
 	return out, err
 }

@@ -46,6 +46,13 @@ type Dependents struct {
 	Adapter string
 	// DataKeys are the keys of that report's data whose values matter, e.g. "release_image"; required with Adapter.
 	DataKeys []string
+	// Affected, when set (with Adapter, on a controller of a root kind), narrows a change of the followed data to
+	// the resources it concerns: given the followed data before and after, it returns the ids of the controller's
+	// resources to wake (those of this replica's shard are), or all to wake every resource that names the changed
+	// one. A report that changes at every pass for a few of its dependents (a stream's rollout admitting clusters)
+	// then costs a reconcile per concerned resource, not one per dependent. The ids are woken as they are, without
+	// checking that they still name the changed resource: a needless reconcile is harmless.
+	Affected func(old, cur map[string]any) (ids []string, all bool)
 }
 
 var specField = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -64,6 +71,20 @@ func (d Dependents) check() error {
 		return fmt.Errorf("dependents of %s: no data keys to follow of %s's report", d.Kind.Name, d.Adapter)
 	case d.Adapter == "" && len(d.DataKeys) > 0:
 		return fmt.Errorf("dependents of %s: data keys need the adapter whose report holds them", d.Kind.Name)
+	case d.Affected != nil && d.Adapter == "":
+		return fmt.Errorf("dependents of %s: Affected narrows a change of followed data, which needs an adapter", d.Kind.Name)
+	}
+	return nil
+}
+
+// checkFor checks d as a dependent of the controller of kind primary: waking by id (Affected) needs the queue key
+// of a resource, which for a child kind would need its parent's id too.
+func (d Dependents) checkFor(primary *Kind) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	if d.Affected != nil && primary.Parent != nil {
+		return fmt.Errorf("dependents of %s: Affected wakes resources by id, which only a root kind's controller can", d.Kind.Name)
 	}
 	return nil
 }
@@ -299,7 +320,30 @@ func (s *dependentsSource) look(ctx context.Context, it *listItem) (int, error) 
 	if !known || prev.followed == ref.followed {
 		return 0, nil
 	}
+	if s.dep.Affected != nil {
+		if ids, all := s.dep.Affected(prev.Data, ref.Data); !all {
+			return s.wakeAffected(it.Name, ids), nil
+		}
+	}
 	return s.queueDependents(ctx, it.Name)
+}
+
+// wakeAffected wakes the resources of ids in this replica's shard, as Dependents.Affected named them for a change of
+// the resource named name.
+func (s *dependentsSource) wakeAffected(name string, ids []string) int {
+	r := s.r
+	queued := 0
+	for _, id := range ids {
+		if ShardOf(id, r.cfg.ShardCount) != r.cfg.ShardIndex {
+			continue
+		}
+		r.queue.wake(Key{Kind: s.primary.Plural, ID: id})
+		queued++
+	}
+	r.metrics.dependents.WithLabelValues(s.primary.Name, s.dep.Kind.Name).Add(float64(queued))
+	r.log.Info("a referenced resource changed: queued the resources the change concerns", slog.String("kind", s.primary.Name),
+		slog.String("changed_kind", s.dep.Kind.Name), slog.String("name", name), slog.Int("affected", len(ids)), slog.Int("queued", queued))
+	return queued
 }
 
 // queueDependents wakes every live resource of the primary kind in this replica's shard that names name.

@@ -10,10 +10,12 @@ import (
 
 func TestDependentsCheck(t *testing.T) {
 	valid := Dependents{Kind: VersionStreams(), Field: "version_stream", Adapter: "version-resolver", DataKeys: []string{"release_image"}}
+	everything := func(_, _ map[string]any) ([]string, bool) { return nil, true }
 	tests := []struct {
-		name   string
-		mutate func(*Dependents)
-		want   string // a substring of the error; empty: valid
+		name    string
+		primary *Kind // the controller's kind; nil is Clusters()
+		mutate  func(*Dependents)
+		want    string // a substring of the error; empty: valid
 	}{
 		{name: "valid", mutate: func(*Dependents) {}},
 		{name: "no kind", mutate: func(d *Dependents) { d.Kind = nil }, want: "without a kind"},
@@ -24,12 +26,22 @@ func TestDependentsCheck(t *testing.T) {
 		{name: "adapter without data keys", mutate: func(d *Dependents) { d.DataKeys = nil }, want: "no data keys"},
 		{name: "following the spec", mutate: func(d *Dependents) { d.Adapter, d.DataKeys = "", nil }},
 		{name: "data keys without an adapter", mutate: func(d *Dependents) { d.Adapter = "" }, want: "need the adapter"},
+		{name: "narrowed by Affected", mutate: func(d *Dependents) { d.Affected = everything }},
+		{name: "Affected without an adapter", mutate: func(d *Dependents) { d.Adapter, d.DataKeys, d.Affected = "", nil, everything },
+			want: "needs an adapter"},
+		{name: "Affected on a child kind's controller", primary: NodePools(), mutate: func(d *Dependents) { d.Affected = everything },
+			want: "only a root kind's controller"},
+		{name: "a child kind's controller without Affected", primary: NodePools(), mutate: func(*Dependents) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := valid
 			tt.mutate(&d)
-			err := d.check()
+			primary := tt.primary
+			if primary == nil {
+				primary = Clusters()
+			}
+			err := d.checkFor(primary)
 			if tt.want == "" {
 				require.NoError(t, err)
 				return

@@ -253,7 +253,7 @@ func checkControllers(controllers []Controller) (map[string]Controller, error) {
 			return nil, fmt.Errorf("adapter: two controllers for %s", c.Kind.Name)
 		}
 		for _, dep := range c.Dependents {
-			if err := dep.check(); err != nil {
+			if err := dep.checkFor(c.Kind); err != nil {
 				return nil, fmt.Errorf("adapter: the %s controller: %w", c.Kind.Name, err)
 			}
 		}

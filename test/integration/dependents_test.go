@@ -16,6 +16,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
 // countingReconciler counts reconciles per resource name and remembers the API reads a reconciler makes.
@@ -150,4 +151,87 @@ func createClusterOn(tb testing.TB, s *apiServer, name, stream string) *api.Clus
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
+}
+
+// affectedByRollout narrows a change of a stream's report to the clusters it concerns, as the applier does.
+func affectedByRollout(old, cur map[string]any) ([]string, bool) {
+	o, err := rollout.ReportOf(old)
+	if err != nil {
+		return nil, true
+	}
+	c, err := rollout.ReportOf(cur)
+	if err != nil {
+		return nil, true
+	}
+	return rollout.Affected(o, c)
+}
+
+// With Affected, a change of a stream's report wakes only the clusters it concerns: a rollout pass that admits one
+// cluster (and moves the Available message, as the resolver's revision does) re-queues that cluster alone, while a
+// change every cluster reads (a stage's state) re-queues them all.
+func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
+	s := startServerWith(t, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {testAdapter}})
+	stream := createStream(t, s, "rolling", api.VersionStreamSpec{TargetVersion: "4.16"})
+	image := func(v string) string { return cincinnatisim.PayloadFor(v, "amd64") }
+	pass := func(stage string, admitted ...*api.Cluster) *rollout.Report {
+		st := &rollout.Status{Release: "4.16.2", State: rollout.StateProgressing,
+			Stages: []rollout.StageStatus{{Name: rollout.DefaultStageName, State: stage}}, Admitted: map[string]rollout.Admission{}}
+		for _, c := range admitted {
+			st.Admitted[c.Id.String()] = rollout.Admission{Version: "4.16.2", Admitted: time.Now()}
+		}
+		return &rollout.Report{ReleaseImage: image("4.16.2"), ResolvedVersion: "4.16.2", InstallImage: image("4.16.1"), InstallVersion: "4.16.1",
+			Graph: &rollout.Graph{Target: "4.16.2", Releases: map[string]string{"4.16.1": image("4.16.1"), "4.16.2": image("4.16.2")},
+				Paths: map[string]rollout.Hops{"4.16.1": {To: "4.16.2"}, "4.16.2": {}}},
+			Rollout: st}
+	}
+	postRolloutReport(t, s, stream, pass(rollout.StageActive))
+	clusters := map[string]*api.Cluster{}
+	for _, name := range []string{"r-one", "r-two", "r-three"} {
+		clusters[name] = createClusterOn(t, s, name, "rolling")
+	}
+
+	clk := testingclock.NewFakeClock(time.Now())
+	const interval = 5 * time.Second
+	cfg := runtimeConfig(t, s, testAdapter)
+	cfg.Clock, cfg.PollInterval = clk, interval
+	runner, err := adapter.New(cfg, testLogger())
+	require.NoError(t, err)
+	rec := &countingReconciler{api: runner.API(), calls: map[string]int{}, images: map[string]string{}}
+	runInBackground(t, func(ctx context.Context) error {
+		return runner.Run(ctx, adapter.Controller{Kind: adapter.Clusters(), Reconciler: rec, Dependents: []adapter.Dependents{{
+			Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
+			DataKeys: []string{rollout.DataReleaseImage, rollout.DataResolvedVersion, rollout.DataInstallImage,
+				rollout.DataInstallVersion, rollout.DataGraph, rollout.DataRollout},
+			Affected: affectedByRollout,
+		}}})
+	})
+	callsAre := func(want map[string]int) func() bool {
+		return func() bool {
+			calls, _ := rec.snapshot()
+			for name, n := range want {
+				if calls[name] != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, "every cluster reconciled once by the first poll", callsAre(map[string]int{"r-one": 1, "r-two": 1, "r-three": 1}))
+
+	// A pass admits r-two: only r-two is woken.
+	postRolloutReport(t, s, stream, pass(rollout.StageActive, clusters["r-two"]))
+	clk.Step(interval)
+	eventually(t, "the admitted cluster reconciled again", callsAre(map[string]int{"r-two": 2}))
+	clk.Step(interval) // anything else the source might have queued has had its chance
+	eventually(t, "the dependents metric counts one", func() bool {
+		return strings.Contains(scrape(t, "http://"+runner.OpsAddr()+"/metrics"),
+			`hyperfleet_adapter_dependents_queued_total{adapter="test-adapter",changed_kind="VersionStream",kind="Cluster"} 1`)
+	})
+	calls, _ := rec.snapshot()
+	require.Equal(t, map[string]int{"r-one": 1, "r-two": 2, "r-three": 1}, calls, "only the admitted cluster is woken")
+
+	// The stage soaks: every cluster reads that, so every one is woken.
+	postRolloutReport(t, s, stream, pass(rollout.StageSoaking, clusters["r-two"]))
+	clk.Step(interval)
+	eventually(t, "every cluster reconciled again", callsAre(map[string]int{"r-one": 2, "r-two": 3, "r-three": 2}))
 }

@@ -59,6 +59,13 @@ func startApplierWorldWithDelay(tb testing.TB, namespace string, delay time.Dura
 	sim := startSim(tb, cincinnatisim.Series{Minors: []string{"4.15", "4.16"}, Patches: 3})
 	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
 		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond})
+	return startManagementCluster(tb, s, sim, namespace, delay)
+}
+
+// startManagementCluster is the applier world's management side: a real kube-apiserver with HyperShift's CRDs and
+// hypershift-sim taking delay per rollout, beside the API s (and the Cincinnati simulator sim, if any).
+func startManagementCluster(tb testing.TB, s *apiServer, sim *simServer, namespace string, delay time.Duration) *applierWorld {
+	tb.Helper()
 	env := kubeenv.Start(tb)
 	if namespace == "" {
 		namespace = env.Namespace(tb, "clusters")
