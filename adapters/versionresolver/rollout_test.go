@@ -169,9 +169,9 @@ func TestDecideFailures(t *testing.T) {
 func TestDecideHolds(t *testing.T) {
 	policy := policyOf(t, threeStages)
 	members := fleet("4.16.1", map[string]int{"canary": 2, "early": 1})
-	set(members, "canary-00", func(m *Member) { m.Version = "4.16.0" })   // only a risky edge
-	set(members, "canary-01", func(m *Member) { m.Paused = true })        // paused
-	set(members, "early-00", func(m *Member) { m.Version = "4.15.9" })    // not in the graph
+	set(members, "canary-00", func(m *Member) { m.Version = "4.16.0" }) // only a risky edge
+	set(members, "canary-01", func(m *Member) { m.Paused = true })      // paused
+	set(members, "early-00", func(m *Member) { m.Version = "4.15.9" })  // not in the graph
 	st := decide(pass{Now: t0, Generation: 1, Policy: policy, Graph: twoReleases(), Members: members})
 	require.Empty(t, st.Admitted)
 	require.Equal(t, 2, st.Stages[0].Blocked)

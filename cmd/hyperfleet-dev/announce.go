@@ -56,22 +56,39 @@ func (s *stack) banner() string {
 	p("  logs           %s/<component>.log; state of every component in %s", s.dev("logs"), s.dev("up.json"))
 	p("  demo           VersionStream %s, UpgradeSchedule %s, a dozen spare devices (hvWorker, hvControlPlane in LAX2, NYC1)", demoStream, demoSchedule)
 	p("")
+	s.access(p, cli, apiTool, api)
+	p("")
+	p("A staged rollout: %s rolls a new release to the stage=canary cluster first, then (after a %s soak) to", demoStream, demoCanarySoak)
+	p("half of the stage=early clusters at a time, then the rest. Make a canary and another cluster, publish, and watch:")
+	for _, c := range []struct{ name, stage string }{{"canary-1", "canary"}, {"early-1", "early"}} {
+		p("  %s create cluster %s --labels %s=%s --spec '{\"version_stream\": %q, \"upgrade_schedule\": %q, \"hosted_cluster\": {\"dns\": {\"base_domain\": \"example.com\"}}}'",
+			cli, c.name, demoStageLabel, c.stage, demoStream, demoSchedule)
+	}
+	p("  %s   (once both are Ready)", publish)
+	p("  %s rollout status %s   (stages, progress, failures)", cli, demoStream)
+	p("  %s get clusters   (VERSION, and HELD: why a cluster waits)", cli)
+	p("  %s rollout pause %s   /   %s rollout resume %s", cli, demoStream, cli, demoStream)
+	return b.String()
+}
+
+// access says how the CLI gets in: no token when authentication is off, else the user token and how to log in
+// with it.
+func (s *stack) access(p func(format string, args ...any), cli, apiTool, api string) {
 	if s.tokens == nil {
 		p("Authentication is OFF: every caller is an admin. Use the CLI without logging in:")
 		p("  %s --server %s get versionstreams", cli, api)
-		return b.String()
+		return
 	}
 	token, err := s.tokens.userToken()
 	if err != nil {
 		p("No user token (%v); mint one with %s token --subject %s --roles user,platform", err, apiTool, userSubject)
-		return b.String()
+		return
 	}
 	p("User token (subject %s, roles user and platform, valid %s; also in %s):", userSubject, userTokenTTL, s.dev(fileUserToken))
 	p("  %s", token)
 	p("Log the CLI in:")
 	p("  %s login --server %s --token-file %s", cli, api, s.dev(fileUserToken))
 	p("or mint another: %s token --subject alice --roles user 2>/dev/null | %s login --server %s", apiTool, cli, api)
-	return b.String()
 }
 
 // relBin names a binary as a developer in the working directory would type it: bin/hyperfleet rather than an

@@ -14,18 +14,35 @@ import (
 )
 
 // The demo's resources, created by `up` unless they exist. The stream follows the minor cincinnati-sim serves a few
-// patches of; the schedule is open all week, so that a published patch rolls at once, until a blackout closes it.
+// patches of, in stages: a published patch reaches the canary first, then half of the early clusters at a time,
+// then the rest. The schedule is open all week, so that a patch rolls as soon as a cluster's stage lets it, until a
+// blackout closes it.
 const (
 	demoStream        = "stable-4-16"
 	demoStreamVersion = "4.16"
 	demoSchedule      = "anytime"
+	// demoStageLabel is the label that puts a cluster in a stage of the demo stream's rollout.
+	demoStageLabel = "hyperfleet.io/stage"
+	// demoCanarySoak is how long the canary runs a new release healthy before the early stage starts: long enough to
+	// see the other clusters wait, short enough to watch the whole rollout.
+	demoCanarySoak = "30s"
 )
+
+// demoRollout is the demo stream's spec.rollout: a canary stage of one cluster at a time, an early stage that moves
+// half of its clusters at once, and the rest.
+func demoRollout() map[string]any {
+	return map[string]any{"stages": []any{
+		map[string]any{"name": "canary", "selector": demoStageLabel + "=canary", "max_at_once": 1, "soak": demoCanarySoak},
+		map[string]any{"name": "early", "selector": demoStageLabel + "=early", "max_at_once": "50%"},
+		map[string]any{"name": "rest"},
+	}}
+}
 
 // demoResources are the demo's resources, in the order they are created, as the generic client creates them.
 func demoResources(kinds *api.KindTable) []demoResource {
 	days := []any{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
 	return []demoResource{
-		{kinds.VersionStream, api.ResourceCreate{Name: demoStream, Spec: map[string]any{"target_version": demoStreamVersion}}},
+		{kinds.VersionStream, api.ResourceCreate{Name: demoStream, Spec: map[string]any{"target_version": demoStreamVersion, "rollout": demoRollout()}}},
 		{kinds.UpgradeSchedule, api.ResourceCreate{Name: demoSchedule, Spec: map[string]any{"timezone": "UTC",
 			"windows": []any{map[string]any{"days": days, "start": "00:00", "duration": "24h"}}}}},
 	}

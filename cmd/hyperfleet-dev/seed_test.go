@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 	"github.com/hyperfleet/hyperfleet/test/apitest"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 	"github.com/hyperfleet/hyperfleet/test/logbuf"
@@ -58,6 +60,18 @@ func TestSeedIsIdempotent(t *testing.T) {
 	require.Len(t, streams.JSON200.Items, 1)
 	require.Equal(t, demoStream, streams.JSON200.Items[0].Name)
 	require.Equal(t, demoStreamVersion, streams.JSON200.Items[0].Spec.TargetVersion)
+	// The stream's rollout policy is one the version resolver reads: canary, early and the rest.
+	spec, err := json.Marshal(streams.JSON200.Items[0].Spec)
+	require.NoError(t, err)
+	policy, err := rollout.PolicyOf(spec)
+	require.NoError(t, err)
+	require.Len(t, policy.Stages, 3)
+	require.Equal(t, 0, policy.StageOf(map[string]string{demoStageLabel: "canary"}))
+	require.Equal(t, 1, policy.StageOf(map[string]string{demoStageLabel: "early"}))
+	require.Equal(t, 2, policy.StageOf(map[string]string{"env": "dev"}))
+	require.Equal(t, 1, policy.Stages[0].MaxAtOnce.Of(10))
+	require.Equal(t, 5, policy.Stages[1].MaxAtOnce.Of(10))
+	require.Equal(t, 30*time.Second, policy.Stages[0].Soak)
 	schedules, err := client.ListUpgradeSchedulesWithResponse(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, schedules.JSON200.Items, 1)

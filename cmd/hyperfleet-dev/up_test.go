@@ -347,6 +347,10 @@ func TestBanner(t *testing.T) {
 			require.Contains(t, b, "http://127.0.0.1:8000/api/hyperfleet/v1")
 			require.Contains(t, b, "publish 4.16)", "the default simulator address needs no flag")
 			require.Contains(t, b, "KUBECONFIG="+filepath.Join(cfg.devDir, fileKubeconfig))
+			// The staged-rollout walk-through: a canary cluster, a publish, and the rollout's status.
+			require.Contains(t, b, ` create cluster canary-1 --labels hyperfleet.io/stage=canary --spec '{"version_stream": "stable-4-16", "upgrade_schedule": "anytime", `)
+			require.Contains(t, b, "publish 4.16   (once both are Ready)")
+			require.Contains(t, b, " rollout status stable-4-16 ")
 			if !auth {
 				require.Contains(t, b, "Authentication is OFF")
 				return

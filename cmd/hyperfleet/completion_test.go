@@ -37,6 +37,12 @@ func TestCompletion(t *testing.T) {
 			{[]string{"get", "np", "--cluster", "d"}, []string{"demo", "dev-east"}},
 			{[]string{"get", "np", "--cluster", "demo", ""}, []string{"workers"}},
 			{[]string{"statuses", "vs", ""}, []string{"stable-4-16"}},
+			{[]string{"rollout", ""}, []string{"pause\tStop new upgrade starts on a stream (spec.rollout.paused: true)",
+				"resume\tLet a stream's rollout continue where it stopped, also after it paused itself",
+				"status\tShow a stream's rollout: its release, each stage's progress and the failed clusters"}},
+			{[]string{"rollout", "status", "st"}, []string{"stable-4-16"}},
+			{[]string{"rollout", "resume", "stable-4-16", ""}, nil},
+			{[]string{"rollout", "status", "stable-4-16", "-o", ""}, []string{"table", "json", "yaml"}},
 			{[]string{"get", "clusters", "-o", ""}, []string{"table", "wide", "json", "yaml", "name", "jsonpath=…", "go-template=…", "custom-columns=…"}},
 			{[]string{"get", "clusters", "x_%"}, nil},
 		}

@@ -47,9 +47,9 @@ func TestEveryVerbForEveryKind(t *testing.T) {
 		{
 			kind: "cluster", short: "cl", name: "demo",
 			create:  []string{"--from-file", clusterFile},
-			row:     `^demo\s+stable-4-16\s+Pending\s+1\s+\d+s$`,
+			row:     `^demo\s+stable-4-16\s+<none>\s+-\s+Pending\s+1\s+\d+s$`,
 			patch:   []string{"--spec", `{"upgrade_schedule": "weekends"}`, "--labels", "team=core,env-", "--if-match", "1"},
-			patched: `^demo\s+stable-4-16\s+Pending\s+2\s+\d+s$`,
+			patched: `^demo\s+stable-4-16\s+<none>\s+-\s+Pending\s+2\s+\d+s$`,
 		},
 		{
 			kind: "nodepool", short: "np", name: "workers", parent: []string{"--cluster", "demo"},
@@ -103,7 +103,7 @@ func TestEveryVerbForEveryKind(t *testing.T) {
 		require.Contains(t, c.fails(t, exitConflict, "delete", "us", "weekends"), "HYPERFLEET-CNF-005 (409 Conflict)")
 		// A cluster waits for its adapter to finalize it: Deleting, out of lists, still shown by name.
 		require.Equal(t, "cluster/demo marked for deletion\n", c.ok(t, "delete", "cluster", "demo"))
-		require.Regexp(t, `(?m)^demo\s+stable-4-16\s+Deleting\s+3\s+`, c.ok(t, "get", "cluster", "demo"))
+		require.Regexp(t, `(?m)^demo\s+stable-4-16\s+<none>\s+-\s+Deleting\s+3\s+`, c.ok(t, "get", "cluster", "demo"))
 		r := c.run(t, "list", "clusters")
 		require.Equal(t, exitOK, r.code)
 		require.Empty(t, r.out)

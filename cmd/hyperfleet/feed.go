@@ -25,6 +25,8 @@ type feed struct {
 	parent uuid.UUID
 	// params are the list's; the watch takes their filters (search, include_deleted).
 	params api.ListParams
+	// adapters are those whose reports the listing shows (params.Statuses); a watch's events come without them.
+	adapters []string
 	// list fetches the listing the watch starts from, with the position it reflects (envelope.ResourceVersion).
 	list func(ctx context.Context) (*listing, error)
 	// warn is told about a failure a retry may get past.
@@ -69,7 +71,7 @@ func (f *feed) watch(ctx context.Context, l *listing, emit func(*listing) error)
 	lastID := ""
 	for {
 		p := f.params
-		p.Page, p.Size, p.After, p.Count = nil, nil, nil, nil
+		p.Page, p.Size, p.After, p.Count, p.Statuses = nil, nil, nil, nil, nil
 		p.Watch = ptr(true)
 		if lastID != "" {
 			p.LastEventID = &lastID
@@ -203,6 +205,9 @@ func (f *feed) apply(ctx context.Context, l *listing, e *api.WatchEvent) (bool, 
 	}
 	o, err := decodeObject(e.Object)
 	if err != nil {
+		return false, err
+	}
+	if err := f.c.embedReports(ctx, l.kind, o, f.adapters); err != nil {
 		return false, err
 	}
 	if at >= 0 {

@@ -167,6 +167,13 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 	if o.page > 0 {
 		params.Page = &o.page
 	}
+	// A table's report columns come with the page (statuses=); other formats print the resources as they are.
+	var columns []reportColumn
+	var adapters []string
+	if o.output.value == formatTable || o.output.value == formatWide {
+		columns, adapters = reportColumns(a.kinds, k)
+		params = withReports(params, adapters)
+	}
 	// A resource named on the command line is shown while it is being deleted too, as kubectl shows a
 	// terminating pod.
 	if o.includeDeleted || len(names) > 0 {
@@ -184,7 +191,7 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 			return nil, err
 		}
 		l := &listing{kind: k, envelope: page{Kind: pg.Kind, Page: pg.Page, Size: pg.Size, Total: pg.Total,
-			ResourceVersion: pg.ResourceVersion}, single: len(names) == 1}
+			ResourceVersion: pg.ResourceVersion}, single: len(names) == 1, reports: columns}
 		for _, raw := range pg.Items {
 			obj, err := decodeObject(raw)
 			if err != nil {
@@ -204,7 +211,7 @@ func (a *app) get(ctx context.Context, o *getOptions, args []string) error {
 
 	if o.watch {
 		r := &redraw{w: a.stdout, tty: isTerminal(a.stdout), printer: p, now: time.Now}
-		f := &feed{c: c, kind: k, parent: parent, params: params, list: fetch, warn: a.warner(), retry: time.Second}
+		f := &feed{c: c, kind: k, parent: parent, params: params, adapters: adapters, list: fetch, warn: a.warner(), retry: time.Second}
 		err := f.follow(ctx, r.draw)
 		select {
 		case <-ctx.Done():

@@ -19,12 +19,18 @@ const (
 		"name": "demo", "labels": {"env": "dev"}, "generation": 2, "resource_version": "7",
 		"spec": {"version_stream": "stable-4-16", "upgrade_schedule": "weekends", "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
 		"status": {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Available", "status": "True"}]},
-		"created_time": "2026-01-01T00:00:00Z", "updated_time": "2026-01-01T00:30:00Z", "created_by": "alice", "updated_by": "alice"}`
+		"created_time": "2026-01-01T00:00:00Z", "updated_time": "2026-01-01T00:30:00Z", "created_by": "alice", "updated_by": "alice",
+		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 2, "conditions": [{"type": "Available", "status": "True", "last_transition_time": "2026-01-01T00:40:00Z"}],
+			"data": {"current_version": "4.16.3", "target_version": "4.16.5", "held_reason": "OutsideUpgradeWindow"},
+			"created_time": "2026-01-01T00:05:00Z", "last_report_time": "2026-01-01T01:00:00Z", "observed_time": "2026-01-01T01:00:00Z"}]}`
 	goldenCluster2 = `{"id": "22222222-2222-4222-8222-222222222222", "kind": "Cluster", "href": "/api/hyperfleet/v1/clusters/22222222-2222-4222-8222-222222222222",
 		"name": "prod-east", "labels": {}, "generation": 1, "resource_version": "3",
 		"spec": {"version_stream": "stable-4-16", "paused": true, "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
 		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"}]},
-		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob"}`
+		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob",
+		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 1, "conditions": [],
+			"data": {"current_version": "4.16.2", "target_version": "4.16.5", "upgrade_state": "Partial", "upgrade_version": "4.16.5"},
+			"created_time": "2026-01-01T01:00:00Z", "last_report_time": "2026-01-01T01:01:00Z", "observed_time": "2026-01-01T01:01:00Z"}]}`
 	goldenPool = `{"id": "33333333-3333-4333-8333-333333333333", "kind": "NodePool", "href": "/api/hyperfleet/v1/clusters/11111111-1111-4111-8111-111111111111/nodepools/33333333-3333-4333-8333-333333333333",
 		"name": "workers", "labels": {}, "generation": 1, "resource_version": "4",
 		"owner_references": {"id": "11111111-1111-4111-8111-111111111111", "kind": "Cluster", "href": "/api/hyperfleet/v1/clusters/11111111-1111-4111-8111-111111111111"},
@@ -54,6 +60,7 @@ func TestGoldenOutput(t *testing.T) {
 		t.Helper()
 		l := &listing{kind: k, single: single, envelope: page{Kind: k.Name + "List", Page: 1, Size: 20, Total: int64(len(raws)), ResourceVersion: "9"},
 			parents: map[uuid.UUID]string{uuid.MustParse("11111111-1111-4111-8111-111111111111"): "demo"}}
+		l.reports, _ = reportColumns(kinds, k)
 		for _, raw := range raws {
 			o, err := decodeObject([]byte(raw))
 			require.NoError(t, err)

@@ -27,9 +27,9 @@ func TestOutputFormats(t *testing.T) {
 		out := c.ok(t, "get", "clusters")
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		require.Len(t, lines, 4)
-		require.Regexp(t, `^NAME\s+VERSION STREAM\s+PHASE\s+GENERATION\s+AGE$`, lines[0])
+		require.Regexp(t, `^NAME\s+VERSION STREAM\s+VERSION\s+HELD\s+PHASE\s+GENERATION\s+AGE$`, lines[0])
 		for i, env := range []string{"dev", "dev", "prod"} {
-			require.Regexp(t, fmt.Sprintf(`^c%d-%s\s+stable-4-16\s+Pending\s+1\s+\d+s$`, i, env), lines[i+1])
+			require.Regexp(t, fmt.Sprintf(`^c%d-%s\s+stable-4-16\s+<none>\s+-\s+Pending\s+1\s+\d+s$`, i, env), lines[i+1])
 		}
 		// Columns line up: every row's PHASE starts where the header's does.
 		at := strings.Index(lines[0], "PHASE")
@@ -38,13 +38,13 @@ func TestOutputFormats(t *testing.T) {
 		}
 		require.Regexp(t, `^NAME\s+CLUSTER\s+REPLICAS\s+PHASE\s+GENERATION\s+AGE\npool-a\s+c0-dev\s+3\s+Ready\s+1\s+\d+s\n$`, c.ok(t, "get", "np"))
 		require.Regexp(t, `^NAME\s+TARGET\s+CHANNEL\s+RESOLVED\s+PHASE\s+GENERATION\s+AGE\n`, c.ok(t, "get", "vs"))
-		require.Regexp(t, `^c2-prod\s+stable-4-16\s+Pending\s+1\s+\d+s\n$`, c.ok(t, "get", "cl", "c2-prod", "--no-headers"))
+		require.Regexp(t, `^c2-prod\s+stable-4-16\s+<none>\s+-\s+Pending\s+1\s+\d+s\n$`, c.ok(t, "get", "cl", "c2-prod", "--no-headers"))
 	})
 
 	t.Run("wide", func(t *testing.T) {
 		out := c.ok(t, "get", "cluster", "c0-dev", "-o", "wide")
-		require.Regexp(t, `^NAME\s+VERSION STREAM\s+SCHEDULE\s+PAUSED\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
-		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+<none>\s+<none>\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
+		require.Regexp(t, `^NAME\s+VERSION STREAM\s+SCHEDULE\s+PAUSED\s+VERSION\s+TARGET\s+HELD\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
+		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+<none>\s+<none>\s+<none>\s+<none>\s+-\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
 	})
 
 	t.Run("json", func(t *testing.T) {

@@ -47,6 +47,8 @@ type listing struct {
 	// single is a get of one resource by name: -o json, yaml, jsonpath and go-template print the resource rather
 	// than a list.
 	single bool
+	// reports are the table's columns read from the adapters' reports embedded in the objects (reportColumns).
+	reports []reportColumn
 }
 
 // printer prints listings in one format. Templates are parsed once, when the printer is made, so that a bad one
@@ -192,8 +194,8 @@ func printDocument(w io.Writer, format string, doc []byte) error {
 // newTable is a tabwriter laid out as kubectl lays out its tables.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 3, ' ', 0) }
 
-// printTable prints NAME, the parent's name for a child kind (CLUSTER), the kind's own columns, PHASE, GENERATION
-// and AGE; wide adds the kind's wide columns, ID and CONDITIONS.
+// printTable prints NAME, the parent's name for a child kind (CLUSTER), the kind's own columns, the columns read
+// from adapters' reports, PHASE, GENERATION and AGE; wide adds the kind's wide columns, ID and CONDITIONS.
 func printTable(w io.Writer, l *listing, wide bool, now time.Time, noHeaders bool) error {
 	var columns []api.Column
 	for _, c := range l.kind.Columns {
@@ -205,7 +207,17 @@ func printTable(w io.Writer, l *listing, wide bool, now time.Time, noHeaders boo
 	if l.kind.Parent != nil {
 		lead = append(lead, strings.ToUpper(l.kind.Parent.Singular))
 	}
-	tail := []string{"PHASE", "GENERATION", "AGE"}
+	var reports []reportColumn
+	for _, c := range l.reports {
+		if wide || !c.wide {
+			reports = append(reports, c)
+		}
+	}
+	var tail []string
+	for _, c := range reports {
+		tail = append(tail, c.header)
+	}
+	tail = append(tail, "PHASE", "GENERATION", "AGE")
 	if wide {
 		tail = append(tail, "ID", "CONDITIONS")
 	}
@@ -218,7 +230,11 @@ func printTable(w io.Writer, l *listing, wide bool, now time.Time, noHeaders boo
 			}
 			head = append(head, name)
 		}
-		rest := []string{orNone(o.phase()), fmt.Sprint(o.generation()), age(now, deref(o.CreatedTime))}
+		var rest []string
+		for _, c := range reports {
+			rest = append(rest, c.cell(o))
+		}
+		rest = append(rest, orNone(o.phase()), fmt.Sprint(o.generation()), age(now, deref(o.CreatedTime)))
 		if wide {
 			rest = append(rest, o.Id.String(), conditionsSummary(o.conditions()))
 		}

@@ -77,6 +77,7 @@ Resources are named by kind and by name or id:
   hyperfleet get cluster demo -o yaml
   hyperfleet get nodepools --cluster demo --watch
   hyperfleet wait cluster demo --for=phase=Ready --timeout 10m
+  hyperfleet rollout status stable-4-16
 
 Kinds: %s.
 The server and token are --server and --token, else HYPERFLEET_SERVER and HYPERFLEET_TOKEN, else the current
@@ -121,7 +122,7 @@ func newRootCommand(a *app) *cobra.Command {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a), newAPICommand(a)} {
+	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a), newRolloutCommand(a), newAPICommand(a)} {
 		c.GroupID = "progress"
 		root.AddCommand(c)
 	}

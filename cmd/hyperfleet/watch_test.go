@@ -34,11 +34,11 @@ func TestWatchRedrawsWhenPhasesChange(t *testing.T) {
 	w.eventually(t, "an empty kind says so", func(out, _ string) bool { return out == "No clusters found.\n" })
 
 	c.ok(t, "create", "cluster", "demo", "--spec", clusterSpec)
-	pending := regexp.MustCompile(`(?m)^demo\s+stable-4-16\s+Pending\s+1\s+`)
+	pending := regexp.MustCompile(`(?m)^demo\s+stable-4-16\s+<none>\s+-\s+Pending\s+1\s+`)
 	w.eventually(t, "the new cluster appears", func(out, _ string) bool { return pending.MatchString(out) })
 
 	s.report(t, "clusters", c.idOf(t, "cluster", "demo"), applier, 1, cond(conditions.Available, conditions.True, ""))
-	ready := regexp.MustCompile(`(?m)^demo\s+stable-4-16\s+Ready\s+1\s+`)
+	ready := regexp.MustCompile(`(?m)^demo\s+stable-4-16\s+<none>\s+-\s+Ready\s+1\s+`)
 	w.eventually(t, "the table is redrawn with the new phase", func(out, _ string) bool { return ready.MatchString(out) })
 
 	r := w.stop(t)
@@ -47,8 +47,8 @@ func TestWatchRedrawsWhenPhasesChange(t *testing.T) {
 	drawings := strings.Split(strings.TrimSpace(r.out), "\n\n")
 	require.Len(t, drawings, 3, "stdout: %s", r.out)
 	require.Equal(t, "No clusters found.", drawings[0])
-	require.Regexp(t, `^NAME\s+VERSION STREAM\s+PHASE\s+GENERATION\s+AGE\ndemo\s+stable-4-16\s+Pending\s+1\s+\d+s$`, drawings[1])
-	require.Regexp(t, `^NAME\s+VERSION STREAM\s+PHASE\s+GENERATION\s+AGE\ndemo\s+stable-4-16\s+Ready\s+1\s+\d+s$`, drawings[2])
+	require.Regexp(t, `^NAME\s+VERSION STREAM\s+VERSION\s+HELD\s+PHASE\s+GENERATION\s+AGE\ndemo\s+stable-4-16\s+<none>\s+-\s+Pending\s+1\s+\d+s$`, drawings[1])
+	require.Regexp(t, `^NAME\s+VERSION STREAM\s+VERSION\s+HELD\s+PHASE\s+GENERATION\s+AGE\ndemo\s+stable-4-16\s+<none>\s+-\s+Ready\s+1\s+\d+s$`, drawings[2])
 }
 
 func TestWatchFollowsANamedResource(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/auth"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
@@ -174,4 +175,26 @@ func TestListStatusesRefused(t *testing.T) {
 	resp, err := s.ListClustersWithResponse(ctxFor(t), &api.ListClustersParams{Statuses: ptr(strings.Join(nine[:8], ",") + "," + nine[0])})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
+}
+
+// Whoever may list a kind may read the reports embedded in it, as GET …/statuses lets every reader read them: a
+// viewer's list (whose specs lose their internal fields in the database) carries the same reports as an admin's.
+func TestListStatusesAsAViewer(t *testing.T) {
+	s, mint := startSecuredServer(t)
+	ctx := ctxFor(t)
+	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
+	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "seen", Spec: clusterSpec(defaultStream)}, admin)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
+	rep, err := s.PostClusterStatusWithResponse(ctx, created.JSON201.Id, report("applier", 1, time.Now().UTC(), available("True")),
+		bearer(mint("svc", []auth.Role{auth.RoleAdapter}, "applier")))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, rep.StatusCode(), "body: %s", rep.Body)
+
+	for _, as := range []api.RequestEditorFn{admin, bearer(mint("vera", []auth.Role{auth.RoleViewer}, ""))} {
+		resp, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Statuses: ptr("applier")}, as)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
+		require.Equal(t, map[string][]string{"seen": {"applier"}}, adaptersOf(resp.JSON200.Items))
+	}
 }

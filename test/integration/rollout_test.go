@@ -283,8 +283,8 @@ func TestRolloutFollowsTheUpdateGraph(t *testing.T) {
 	w.startApplier(t, nil, nil)
 	stream := createStreamJSON(t, w.api, "risky", `{"target_version":"4.16"}`)
 	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
-	a := createClusterNamed(t, w.api, "a", "risky", nil)
-	b := createClusterNamed(t, w.api, "b", "risky", nil)
+	a := createClusterNamed(t, w.api, "alpha", "risky", nil)
+	b := createClusterNamed(t, w.api, "bravo", "risky", nil)
 	waitForPhase(t, w.api, a, api.ResourceStatusPhaseReady)
 	waitForPhase(t, w.api, b, api.ResourceStatusPhaseReady)
 	sim := w.cincinati.sim
@@ -307,12 +307,12 @@ func TestRolloutFollowsTheUpdateGraph(t *testing.T) {
 				strings.Contains(deref(cond.Message), "TestRiskDNS") && strings.Contains(deref(cond.Message), "https://issues.example.com/TestRiskDNS")
 		})
 	}
-	require.Equal(t, cincinnatisim.PayloadFor("4.16.2", arch), releaseImageOf(w.hostedCluster(t, "a")))
+	require.Equal(t, cincinnatisim.PayloadFor("4.16.2", arch), releaseImageOf(w.hostedCluster(t, "alpha")))
 
 	// Accepted on one cluster: it moves; the other still holds. Accepted on the stream: both.
 	patchCluster(t, w.api, a, `{"spec":{"accepted_risks":["TestRiskDNS"]}}`)
 	eventually(t, "a moves to 4.16.3", func() bool { return currentVersionOf(t, w.api, a) == "4.16.3" })
-	require.Equal(t, cincinnatisim.PayloadFor("4.16.2", arch), releaseImageOf(w.hostedCluster(t, "b")))
+	require.Equal(t, cincinnatisim.PayloadFor("4.16.2", arch), releaseImageOf(w.hostedCluster(t, "bravo")))
 	patchStream(t, w.api, *stream, `{"spec":{"accepted_risks":["TestRiskDNS"]}}`)
 	eventually(t, "b moves to 4.16.3", func() bool { return currentVersionOf(t, w.api, b) == "4.16.3" })
 
@@ -335,7 +335,7 @@ func TestRolloutFollowsTheUpdateGraph(t *testing.T) {
 			return conditionIs(applierReport(t, w.api, c), hostedcluster.ConditionUpgradeBlocked, "True", rollout.BlockedNoUpdatePath)
 		})
 	}
-	for _, name := range []string{"a", "b"} {
+	for _, name := range []string{"alpha", "bravo"} {
 		for _, m := range w.histories(t)[name] {
 			require.NotEqual(t, "4.16.4", m.version, "%s never ran the pulled release", name)
 		}
