@@ -1,6 +1,7 @@
 package versionresolver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,9 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if u, err := url.Parse(o.CincinnatiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--cincinnati-url %q must be an http(s) URL", o.CincinnatiURL)
 	}
+	// Options built in code rather than from flags may leave the rollout's settings out: zero is the default.
+	o.RolloutInterval = cmp.Or(o.RolloutInterval, DefaultRolloutInterval)
+	o.Applier = cmp.Or(o.Applier, DefaultApplier)
 	if o.RecheckAfter <= 0 || o.RetryAfter <= 0 || o.CincinnatiTimeout <= 0 || o.RolloutInterval <= 0 {
 		return nil, fmt.Errorf("--recheck-after, --retry-after, --cincinnati-timeout and --rollout-interval must be positive")
 	}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -95,9 +94,6 @@ func runInBackground(tb testing.TB, fn func(ctx context.Context) error) {
 
 func startResolver(tb testing.TB, s *apiServer, sim *simServer, opts versionresolver.Options) *versionresolver.Adapter {
 	tb.Helper()
-	defaults := versionresolver.DefaultOptions()
-	opts.RolloutInterval = cmp.Or(opts.RolloutInterval, defaults.RolloutInterval)
-	opts.Applier = cmp.Or(opts.Applier, defaults.Applier)
 	a, err := versionresolver.New(runtimeConfig(tb, s, versionresolver.Name), opts, testLogger())
 	require.NoError(tb, err)
 	runInBackground(tb, a.Run)
