@@ -111,41 +111,28 @@ func (s *Status) failed(id string) bool {
 }
 
 // Affected says which clusters a change of the stream's report concerns: all of them (all true) when what every
-// cluster reads changed (the releases, the graph, the rollout's state or a stage's), otherwise only those whose
-// admission or failure changed. A stream's report changes at every pass while a rollout moves; waking the whole
-// fleet each time would cost a reconcile per cluster per pass.
+// cluster acts on changed (the target, the graph, whether the rollout is paused), otherwise only those newly
+// admitted (or re-aimed) and those newly failed. A stream's report changes at every pass while a rollout moves, and
+// waking the whole fleet each time would cost a reconcile per cluster per pass. A cluster whose admission ends is
+// not woken: it finished its move, or it had not started and will not on its own. A stage's progress wakes nobody
+// either: a held cluster's explanation (which stage it waits for) is refreshed at its next reconcile, at the latest
+// when its own turn comes. Nor does the install release: only a cluster without a HostedCluster reads it, and such
+// a cluster is being reconciled anyway.
 func Affected(old, cur *Report) (ids []string, all bool) {
 	if old == nil || cur == nil || old.ReleaseImage != cur.ReleaseImage || old.ResolvedVersion != cur.ResolvedVersion ||
-		old.InstallImage != cur.InstallImage || !reflect.DeepEqual(old.Graph, cur.Graph) || (old.Rollout == nil) != (cur.Rollout == nil) {
+		!reflect.DeepEqual(old.Graph, cur.Graph) || (old.Rollout == nil) != (cur.Rollout == nil) {
 		return nil, true
 	}
 	if old.Rollout == nil {
 		return nil, false
 	}
 	o, c := old.Rollout, cur.Rollout
-	if o.Release != c.Release || o.State != c.State || len(o.Stages) != len(c.Stages) {
+	if o.Release != c.Release || o.paused() != c.paused() {
 		return nil, true
-	}
-	for i := range o.Stages {
-		if o.Stages[i].Name != c.Stages[i].Name || o.Stages[i].State != c.Stages[i].State {
-			return nil, true
-		}
-	}
-	seen := map[string]bool{}
-	add := func(id string) {
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
 	}
 	for id, a := range c.Admitted {
 		if b, ok := o.Admitted[id]; !ok || b.Version != a.Version {
-			add(id)
-		}
-	}
-	for id := range o.Admitted {
-		if _, ok := c.Admitted[id]; !ok {
-			add(id)
+			ids = append(ids, id)
 		}
 	}
 	known := map[string]bool{}
@@ -153,10 +140,12 @@ func Affected(old, cur *Report) (ids []string, all bool) {
 		known[f.ID+"/"+f.Version] = true
 	}
 	for _, f := range c.Failed {
-		if !known[f.ID+"/"+f.Version] {
-			add(f.ID)
+		if !known[f.ID+"/"+f.Version] && !slices.Contains(ids, f.ID) {
+			ids = append(ids, f.ID)
 		}
 	}
 	slices.Sort(ids)
 	return ids, false
 }
+
+func (s *Status) paused() bool { return s.State == StatePaused || s.State == StatePausedByFailures }

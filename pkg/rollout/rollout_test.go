@@ -129,12 +129,16 @@ func TestReportRoundTripAndAffected(t *testing.T) {
 	next.Rollout.Failed = []Failure{{ID: "c", Version: "4.16.3"}}
 	ids, all = Affected(r, next)
 	require.False(t, all)
-	require.Equal(t, []string{"a", "b", "c"}, ids)
+	require.Equal(t, []string{"b", "c"}, ids, "a new admission and a new failure; a finished admission wakes nobody")
 
 	next = testReport()
 	next.Rollout.Stages[0].State = StageComplete
+	ids, all = Affected(r, next)
+	require.False(t, all, "a stage's progress wakes nobody")
+	require.Empty(t, ids)
+	next.Rollout.State = StatePausedByFailures
 	_, all = Affected(r, next)
-	require.True(t, all, "a stage moved: every cluster's explanation may change")
+	require.True(t, all, "every held cluster now says the rollout is paused")
 	_, all = Affected(nil, r)
 	require.True(t, all)
 }

@@ -168,13 +168,17 @@ func affectedByRollout(old, cur map[string]any) ([]string, bool) {
 
 // With Affected, a change of a stream's report wakes only the clusters it concerns: a rollout pass that admits one
 // cluster (and moves the Available message, as the resolver's revision does) re-queues that cluster alone, while a
-// change every cluster reads (a stage's state) re-queues them all.
+// change every cluster acts on (the rollout pauses) re-queues them all.
 func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {testAdapter}})
 	stream := createStream(t, s, "rolling", api.VersionStreamSpec{TargetVersion: "4.16"})
 	image := func(v string) string { return cincinnatisim.PayloadFor(v, "amd64") }
-	pass := func(stage string, admitted ...*api.Cluster) *rollout.Report {
-		st := &rollout.Status{Release: "4.16.2", State: rollout.StateProgressing,
+	pass := func(state string, admitted ...*api.Cluster) *rollout.Report {
+		stage := rollout.StageActive
+		if state != rollout.StateProgressing {
+			stage = rollout.StagePaused
+		}
+		st := &rollout.Status{Release: "4.16.2", State: state,
 			Stages: []rollout.StageStatus{{Name: rollout.DefaultStageName, State: stage}}, Admitted: map[string]rollout.Admission{}}
 		for _, c := range admitted {
 			st.Admitted[c.Id.String()] = rollout.Admission{Version: "4.16.2", Admitted: time.Now()}
@@ -184,7 +188,7 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 				Paths: map[string]rollout.Hops{"4.16.1": {To: "4.16.2"}, "4.16.2": {}}},
 			Rollout: st}
 	}
-	postRolloutReport(t, s, stream, pass(rollout.StageActive))
+	postRolloutReport(t, s, stream, pass(rollout.StateProgressing))
 	clusters := map[string]*api.Cluster{}
 	for _, name := range []string{"r-one", "r-two", "r-three"} {
 		clusters[name] = createClusterOn(t, s, name, "rolling")
@@ -219,7 +223,7 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 	eventually(t, "every cluster reconciled once by the first poll", callsAre(map[string]int{"r-one": 1, "r-two": 1, "r-three": 1}))
 
 	// A pass admits r-two: only r-two is woken.
-	postRolloutReport(t, s, stream, pass(rollout.StageActive, clusters["r-two"]))
+	postRolloutReport(t, s, stream, pass(rollout.StateProgressing, clusters["r-two"]))
 	clk.Step(interval)
 	eventually(t, "the admitted cluster reconciled again", callsAre(map[string]int{"r-two": 2}))
 	clk.Step(interval) // anything else the source might have queued has had its chance
@@ -230,8 +234,8 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 	calls, _ := rec.snapshot()
 	require.Equal(t, map[string]int{"r-one": 1, "r-two": 2, "r-three": 1}, calls, "only the admitted cluster is woken")
 
-	// The stage soaks: every cluster reads that, so every one is woken.
-	postRolloutReport(t, s, stream, pass(rollout.StageSoaking, clusters["r-two"]))
+	// The rollout pauses: every held cluster says so, so every one is woken.
+	postRolloutReport(t, s, stream, pass(rollout.StatePaused, clusters["r-two"]))
 	clk.Step(interval)
 	eventually(t, "every cluster reconciled again", callsAre(map[string]int{"r-one": 2, "r-two": 3, "r-three": 2}))
 }

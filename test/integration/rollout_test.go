@@ -413,6 +413,7 @@ func BenchmarkStagedRollout1000Clusters(b *testing.B) {
 		waitRollout(b, w.api, stream, 2*time.Minute, "4.16.2 everywhere", completeAt("4.16.2"))
 
 		resolverBefore, applierBefore := countsOf(b, resolver.OpsAddr()), countsOf(b, applier.OpsAddr())
+		applierOps := requestsByOp(b, applier.OpsAddr(), nil)
 		start := time.Now()
 		require.NoError(b, w.cincinati.sim.Publish("stable-4.16", "amd64", "4.16.3", ""))
 		waitRollout(b, w.api, stream, 10*time.Minute, "4.16.3 rolled out", completeAt("4.16.3"))
@@ -424,6 +425,29 @@ func BenchmarkStagedRollout1000Clusters(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "s-publish-to-fleet-upgraded")
 		b.ReportMetric(requests(resolverBefore, resolverAfter)/1000, "resolver-api-requests/cluster")
 		b.ReportMetric(requests(applierBefore, applierAfter)/1000, "applier-api-requests/cluster")
-		b.ReportMetric((resolverAfter.reconciles - resolverBefore.reconciles), "rollout-passes")
+		b.ReportMetric(resolverAfter.reconciles-resolverBefore.reconciles, "rollout-passes")
+		b.ReportMetric((applierAfter.reconciles-applierBefore.reconciles)/1000, "applier-reconciles/cluster")
+		b.Logf("applier API requests by operation during the rollout: %v", requestsByOp(b, applier.OpsAddr(), applierOps))
 	}
+}
+
+// requestsByOp reads an adapter's API requests per operation from its metrics, less those of before.
+func requestsByOp(tb testing.TB, ops string, before map[string]float64) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for _, line := range strings.Split(scrape(tb, "http://"+ops+"/metrics"), "\n") {
+		if !strings.HasPrefix(line, "hyperfleet_adapter_api_requests_total{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `op="`)
+		op, _, _ := strings.Cut(rest, `"`)
+		var v float64
+		_, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+		require.NoError(tb, err)
+		out[op] += v
+	}
+	for op, v := range before {
+		out[op] -= v
+	}
+	return out
 }
