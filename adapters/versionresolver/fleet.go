@@ -66,7 +66,9 @@ func memberOf(it *adapter.Listed, applier string) Member {
 		Paused        bool     `json:"paused"`
 		AcceptedRisks []string `json:"accepted_risks"`
 	}
-	_ = json.Unmarshal(it.Spec, &spec) // the API validated it; an undecodable one is neither paused nor accepting
+	if err := json.Unmarshal(it.Spec, &spec); err != nil {
+		spec.Paused, spec.AcceptedRisks = false, nil // the API validated it; an undecodable one is neither paused nor accepting
+	}
 	m := Member{ID: it.ID, Name: it.Name, Labels: it.Labels, Paused: spec.Paused, AcceptedRisks: spec.AcceptedRisks}
 	rep := it.Reports[applier]
 	if rep == nil {

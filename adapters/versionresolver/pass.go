@@ -42,12 +42,11 @@ func (r *Reconciler) rolloutPass(ctx context.Context, obj *adapter.Object, s Str
 	if target.Image == "" {
 		return 0, nil
 	}
-	var prev *rollout.Report
+	prev := &rollout.Report{}
 	if obj.LastReport != nil {
-		prev, _ = rollout.ReportOf(obj.LastReport.Data) // an unreadable last rollout starts afresh
-	}
-	if prev == nil {
-		prev = &rollout.Report{}
+		if last, err := rollout.ReportOf(obj.LastReport.Data); err == nil {
+			prev = last
+		} // an unreadable last rollout starts afresh
 	}
 	policy, err := rollout.PolicyOf(obj.Spec)
 	if err != nil {
@@ -69,8 +68,8 @@ func (r *Reconciler) rolloutPass(ctx context.Context, obj *adapter.Object, s Str
 			}
 		}
 		fleet := map[string]bool{}
-		for _, m := range members {
-			fleet[m.Version] = true
+		for i := range members {
+			fleet[members[i].Version] = true
 		}
 		slice = graphSlice(graph, target, s.AllowPrerelease, fleet)
 	}

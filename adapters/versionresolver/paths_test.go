@@ -100,11 +100,11 @@ func TestGraphSliceIsBounded(t *testing.T) {
 	require.Contains(t, s.Paths, "4.16.3", "a version the fleet runs is kept")
 	require.Equal(t, rollout.BlockedPathUnknown, s.NextHop("4.16.4", nil).Blocked)
 
-	real := sliceOf(t, realGraph(t, "stable-4.16_amd64.json"), "4.16.6")
-	b, err := json.Marshal(real)
+	fromFixture := sliceOf(t, realGraph(t, "stable-4.16_amd64.json"), "4.16.6")
+	b, err := json.Marshal(fromFixture)
 	require.NoError(t, err)
 	require.Less(t, len(b), 16<<10, "the real slice is small")
-	require.False(t, real.Truncated)
+	require.False(t, fromFixture.Truncated)
 }
 
 func itoa(i int) string {

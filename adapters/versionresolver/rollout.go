@@ -75,14 +75,14 @@ func decide(p pass) rollout.Status {
 	if st.PausedGeneration > 0 && p.Generation > st.PausedGeneration {
 		st.PausedGeneration, st.BudgetGeneration = 0, p.Generation
 	}
-	for _, f := range prev.Failed {
-		if f.Version == target {
-			st.Failed = append(st.Failed, f)
+	for i := range prev.Failed {
+		if prev.Failed[i].Version == target {
+			st.Failed = append(st.Failed, prev.Failed[i])
 		}
 	}
 	failed := map[string]bool{}
-	for _, f := range st.Failed {
-		failed[f.ID] = true
+	for i := range st.Failed {
+		failed[st.Failed[i].ID] = true
 	}
 	paused := p.Policy.Paused || st.PausedGeneration > 0
 	deadline := p.Policy.ProgressDeadline
@@ -92,7 +92,8 @@ func decide(p pass) rollout.Status {
 	}
 	members := slices.Clone(p.Members)
 	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Name+"\x00"+a.ID, b.Name+"\x00"+b.ID) })
-	for _, m := range members {
+	for i := range members {
+		m := &members[i]
 		si := p.Policy.StageOf(m.Labels)
 		w := &stages[si]
 		w.status.Clusters++
@@ -150,8 +151,8 @@ func decide(p pass) rollout.Status {
 	overBudget := ""
 	for i := range stages {
 		n := 0
-		for _, f := range st.Failed {
-			if f.Stage == stages[i].status.Name && f.Generation >= st.BudgetGeneration {
+		for j := range st.Failed {
+			if f := &st.Failed[j]; f.Stage == stages[i].status.Name && f.Generation >= st.BudgetGeneration {
 				n++
 			}
 		}
@@ -233,7 +234,7 @@ func decide(p pass) rollout.Status {
 
 // followAdmission follows an admitted cluster: whether it stays admitted (keep), or failed. A cluster that reached
 // its hop leaves the admitted set (neither): it is then judged like any other.
-func followAdmission(a *rollout.Admission, m Member, g *rollout.Graph, accepted map[string]bool, paused bool, deadline time.Duration, now time.Time) (keep bool, fail string) {
+func followAdmission(a *rollout.Admission, m *Member, g *rollout.Graph, accepted map[string]bool, paused bool, deadline time.Duration, now time.Time) (keep bool, fail string) {
 	if m.Version == a.Version && !m.Upgrading {
 		return false, ""
 	}
@@ -272,8 +273,8 @@ func summarize(st *rollout.Status, pausedBySpec bool, overBudget string, active 
 	switch {
 	case st.PausedGeneration > 0:
 		names := make([]string, 0, len(st.Failed))
-		for _, f := range st.Failed {
-			if f.Generation >= st.BudgetGeneration {
+		for i := range st.Failed {
+			if f := &st.Failed[i]; f.Generation >= st.BudgetGeneration {
 				names = append(names, f.Name)
 			}
 		}
@@ -307,8 +308,8 @@ func signature(s *rollout.Status) string {
 	for _, id := range slices.Sorted(maps.Keys(s.Admitted)) {
 		b.WriteString("|" + id + ">" + s.Admitted[id].Version)
 	}
-	for _, f := range s.Failed {
-		b.WriteString("|x" + f.ID + ">" + f.Version)
+	for i := range s.Failed {
+		b.WriteString("|x" + s.Failed[i].ID + ">" + s.Failed[i].Version)
 	}
 	return b.String()
 }

@@ -136,11 +136,11 @@ func Affected(old, cur *Report) (ids []string, all bool) {
 		}
 	}
 	known := map[string]bool{}
-	for _, f := range o.Failed {
-		known[f.ID+"/"+f.Version] = true
+	for i := range o.Failed {
+		known[o.Failed[i].ID+"/"+o.Failed[i].Version] = true
 	}
-	for _, f := range c.Failed {
-		if !known[f.ID+"/"+f.Version] && !slices.Contains(ids, f.ID) {
+	for i := range c.Failed {
+		if f := &c.Failed[i]; !known[f.ID+"/"+f.Version] && !slices.Contains(ids, f.ID) {
 			ids = append(ids, f.ID)
 		}
 	}

@@ -93,7 +93,8 @@ func PolicyOf(spec json.RawMessage) (Policy, error) {
 		if s.Rollout != nil {
 			p.Paused = s.Rollout.Paused
 		}
-		return p, p.readDeadline(s)
+		err := p.readDeadline(s)
+		return p, err
 	}
 	p.Paused = s.Rollout.Paused
 	if err := p.readDeadline(s); err != nil {
