@@ -1,6 +1,7 @@
 package versionresolver
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -91,7 +92,7 @@ func decide(p pass) rollout.Status {
 		stages[i].status = rollout.StageStatus{Name: s.Name}
 	}
 	members := slices.Clone(p.Members)
-	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Name+"\x00"+a.ID, b.Name+"\x00"+b.ID) })
+	slices.SortFunc(members, func(a, b Member) int { return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID)) })
 	for i := range members {
 		m := &members[i]
 		si := p.Policy.StageOf(m.Labels)
