@@ -134,25 +134,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 		Reconciler: a.reconciler,
 		Dependents: []adapter.Dependents{
 			{Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionResolver,
-				DataKeys: followedKeys(), Affected: affectedClusters},
+				DataKeys: followedKeys(), Affected: rollout.AffectedData},
 			{Kind: adapter.UpgradeSchedules(), Field: "upgrade_schedule"},
 		},
 	})
-}
-
-// affectedClusters says which clusters a change of their stream's report concerns (rollout.Affected): the rollout
-// changes at every pass of the version resolver while it admits clusters, and only the admitted ones need a look.
-// Data that does not decode concerns them all, since what changed cannot be told.
-func affectedClusters(old, cur map[string]any) ([]string, bool) {
-	o, err := rollout.ReportOf(old)
-	if err != nil {
-		return nil, true
-	}
-	c, err := rollout.ReportOf(cur)
-	if err != nil {
-		return nil, true
-	}
-	return rollout.Affected(o, c)
 }
 
 // pullSecretFile is the pull secret, read again when the file changes (a mounted Secret is updated in place).

@@ -149,3 +149,17 @@ func Affected(old, cur *Report) (ids []string, all bool) {
 }
 
 func (s *Status) paused() bool { return s.State == StatePaused || s.State == StatePausedByFailures }
+
+// AffectedData is Affected on two versions of a stream report's data, as an adapter's Dependents hands them over.
+// Data that does not decode concerns every cluster, since what changed cannot be told.
+func AffectedData(old, cur map[string]any) (ids []string, all bool) {
+	o, err := ReportOf(old)
+	if err != nil {
+		return nil, true
+	}
+	c, err := ReportOf(cur)
+	if err != nil {
+		return nil, true
+	}
+	return Affected(o, c)
+}

@@ -153,19 +153,6 @@ func createClusterOn(tb testing.TB, s *apiServer, name, stream string) *api.Clus
 	return resp.JSON201
 }
 
-// affectedByRollout narrows a change of a stream's report to the clusters it concerns, as the applier does.
-func affectedByRollout(old, cur map[string]any) ([]string, bool) {
-	o, err := rollout.ReportOf(old)
-	if err != nil {
-		return nil, true
-	}
-	c, err := rollout.ReportOf(cur)
-	if err != nil {
-		return nil, true
-	}
-	return rollout.Affected(o, c)
-}
-
 // With Affected, a change of a stream's report wakes only the clusters it concerns: a rollout pass that admits one
 // cluster (and moves the Available message, as the resolver's revision does) re-queues that cluster alone, while a
 // change every cluster acts on (the rollout pauses) re-queues them all.
@@ -206,7 +193,7 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 			Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
 			DataKeys: []string{rollout.DataReleaseImage, rollout.DataResolvedVersion, rollout.DataInstallImage,
 				rollout.DataInstallVersion, rollout.DataGraph, rollout.DataRollout},
-			Affected: affectedByRollout,
+			Affected: rollout.AffectedData,
 		}}})
 	})
 	callsAre := func(want map[string]int) func() bool {
