@@ -1374,8 +1374,9 @@ type VersionStreamSpec struct {
 	ChannelGroup *VersionStreamSpecChannelGroup `json:"channel_group,omitempty"`
 
 	// Rollout How a new release reaches the stream's clusters: stage by stage, each stage starting only when every
-	// cluster of the stages before runs the release and has stayed healthy for their soak. Without it, every
-	// cluster of the stream may start at once (each still waits for its UpgradeSchedule).
+	// cluster of the stages before runs the release and has stayed healthy for their soak. Without it the
+	// stream has one stage: every cluster may start at once (each still waits for its UpgradeSchedule), and
+	// the first failure pauses the rollout.
 	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 
 	// TargetVersion OpenShift major.minor, e.g. `4.16`.
@@ -1430,8 +1431,9 @@ type RolloutStage struct {
 }
 
 // RolloutPolicy How a new release reaches the stream's clusters: stage by stage, each stage starting only when every
-// cluster of the stages before runs the release and has stayed healthy for their soak. Without it, every
-// cluster of the stream may start at once (each still waits for its UpgradeSchedule).
+// cluster of the stages before runs the release and has stayed healthy for their soak. Without it the
+// stream has one stage: every cluster may start at once (each still waits for its UpgradeSchedule), and
+// the first failure pauses the rollout.
 type RolloutPolicy struct {
 	// Paused False when absent. True stops new upgrade starts for the stream's clusters (those in flight finish);
 	// false resumes where it stopped. Not the same as a cluster's `spec.paused`, which stops every adapter
