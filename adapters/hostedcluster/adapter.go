@@ -134,7 +134,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		Reconciler: a.reconciler,
 		Dependents: []adapter.Dependents{
 			{Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionResolver,
-				DataKeys: followedKeys(), Affected: rollout.AffectedData},
+				DataKeys: rollout.DataKeys(), Affected: rollout.AffectedData},
 			{Kind: adapter.UpgradeSchedules(), Field: "upgrade_schedule"},
 		},
 	})

@@ -15,13 +15,6 @@ import (
 // versionResolver is the adapter whose report on a VersionStream holds the release image to apply.
 const versionResolver = "version-resolver"
 
-// followedKeys are the keys of the version resolver's report data that the applier follows: the stream's target,
-// what new clusters install, the graph slice and the rollout's state.
-func followedKeys() []string {
-	return []string{rollout.DataReleaseImage, rollout.DataResolvedVersion, rollout.DataInstallImage,
-		rollout.DataInstallVersion, rollout.DataGraph, rollout.DataRollout}
-}
-
 // Errors of the reference look-ups; the reconciler turns them into reasons.
 var (
 	ErrStreamNotFound   = errors.New("version stream not found")

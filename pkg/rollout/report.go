@@ -26,6 +26,12 @@ const (
 	DataRollout = "rollout"
 )
 
+// DataKeys are the keys of the report an adapter of the stream's clusters follows (adapter.Dependents.DataKeys):
+// what ReportOf reads.
+func DataKeys() []string {
+	return []string{DataReleaseImage, DataResolvedVersion, DataInstallImage, DataInstallVersion, DataGraph, DataRollout}
+}
+
 // MaxAdmitted bounds the clusters admitted and not yet finished at once on one stream, whatever the stages allow:
 // each is an entry of the stream's report, whose data the API caps at 64 KiB.
 const MaxAdmitted = 300

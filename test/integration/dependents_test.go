@@ -88,18 +88,10 @@ func TestDependentsRequeueTheClustersOfAChangedStream(t *testing.T) {
 	}
 
 	// The test adapter on clusters, on a fake clock: nothing but a poll (or a woken dependent) makes it reconcile.
-	clk := testingclock.NewFakeClock(time.Now())
 	const interval = 5 * time.Second
-	cfg := runtimeConfig(t, s, testAdapter)
-	cfg.Clock, cfg.PollInterval = clk, interval
-	runner, err := adapter.New(cfg, testLogger())
-	require.NoError(t, err)
-	rec := &countingReconciler{api: runner.API(), calls: map[string]int{}, images: map[string]string{}}
-	runInBackground(t, func(ctx context.Context) error {
-		return runner.Run(ctx, adapter.Controller{Kind: adapter.Clusters(), Reconciler: rec, Dependents: []adapter.Dependents{{
-			Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
-			DataKeys: []string{versionresolver.DataReleaseImage},
-		}}})
+	clk, runner, rec := startCountingClusterAdapter(t, s, interval, adapter.Dependents{
+		Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
+		DataKeys: []string{versionresolver.DataReleaseImage},
 	})
 	all := append(append([]string{}, onMoving...), onSteady...)
 	eventually(t, "every cluster reconciled once by the first poll", func() bool {
@@ -181,20 +173,10 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 		clusters[name] = createClusterOn(t, s, name, "rolling")
 	}
 
-	clk := testingclock.NewFakeClock(time.Now())
 	const interval = 5 * time.Second
-	cfg := runtimeConfig(t, s, testAdapter)
-	cfg.Clock, cfg.PollInterval = clk, interval
-	runner, err := adapter.New(cfg, testLogger())
-	require.NoError(t, err)
-	rec := &countingReconciler{api: runner.API(), calls: map[string]int{}, images: map[string]string{}}
-	runInBackground(t, func(ctx context.Context) error {
-		return runner.Run(ctx, adapter.Controller{Kind: adapter.Clusters(), Reconciler: rec, Dependents: []adapter.Dependents{{
-			Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
-			DataKeys: []string{rollout.DataReleaseImage, rollout.DataResolvedVersion, rollout.DataInstallImage,
-				rollout.DataInstallVersion, rollout.DataGraph, rollout.DataRollout},
-			Affected: rollout.AffectedData,
-		}}})
+	clk, runner, rec := startCountingClusterAdapter(t, s, interval, adapter.Dependents{
+		Kind: adapter.VersionStreams(), Field: "version_stream", Adapter: versionresolver.Name,
+		DataKeys: rollout.DataKeys(), Affected: rollout.AffectedData,
 	})
 	callsAre := func(want map[string]int) func() bool {
 		return func() bool {
@@ -225,4 +207,20 @@ func TestDependentsAffectedWakesOnlyTheNamedResources(t *testing.T) {
 	postRolloutReport(t, s, stream, pass(rollout.StatePaused, clusters["r-two"]))
 	clk.Step(interval)
 	eventually(t, "every cluster reconciled again", callsAre(map[string]int{"r-one": 2, "r-two": 3, "r-three": 2}))
+}
+
+// startCountingClusterAdapter runs the test adapter on clusters with dep, on a fake clock polling every interval:
+// nothing but a poll (or a woken dependent) makes it reconcile.
+func startCountingClusterAdapter(t *testing.T, s *apiServer, interval time.Duration, dep adapter.Dependents) (*testingclock.FakeClock, *adapter.Runner, *countingReconciler) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(time.Now())
+	cfg := runtimeConfig(t, s, testAdapter)
+	cfg.Clock, cfg.PollInterval = clk, interval
+	runner, err := adapter.New(cfg, testLogger())
+	require.NoError(t, err)
+	rec := &countingReconciler{api: runner.API(), calls: map[string]int{}, images: map[string]string{}}
+	runInBackground(t, func(ctx context.Context) error {
+		return runner.Run(ctx, adapter.Controller{Kind: adapter.Clusters(), Reconciler: rec, Dependents: []adapter.Dependents{dep}})
+	})
+	return clk, runner, rec
 }
