@@ -19,8 +19,11 @@ type notes struct {
 	// reloadAt names the reload the fields below are about (the device's reload tag, in whole seconds);
 	// startedAt is when this replica sent it, if it did.
 	reloadAt, startedAt time.Time
-	// ended: a status said that reload is over.
+	// ended: the reload is over by the stable-end rule (see reloadOver).
 	ended bool
+	// quietSince is when a status first showed the reload not running, while that alone does not prove it
+	// over: a reload may show as not started for a while after it was sent.
+	quietSince time.Time
 	// statuses counts the status GETs of that reload; lastStatus is the latest.
 	statuses   int
 	lastStatus time.Time
@@ -130,6 +133,8 @@ func statusDue(n notes, own Ownership, dev hvclient.Device, offTimeout, onTimeou
 		return time.Time{}, true
 	case n.ended:
 		return time.Time{}, false
+	case !n.quietSince.IsZero(): // the second read of the stable-end rule
+		return n.quietSince.Add(stableGap(minGap)), true
 	case n.statuses == 0 && n.osTarget == "": // another replica's, or an earlier run's, reload
 		return time.Time{}, true
 	}
@@ -160,4 +165,27 @@ func statusDue(n notes, own Ownership, dev hvclient.Device, offTimeout, onTimeou
 		due = deadline
 	}
 	return due, true
+}
+
+// stableGap is how far apart two status reads that both show a reload not running must be for its end to be
+// believed: twice the provisioning poll interval (30 s by default), more than a reload takes to show as started
+// after it was sent (an assumption about the real API, see README.md).
+func stableGap(pollInterval time.Duration) time.Duration { return 2 * pollInterval }
+
+// reloadOver applies the stable-end rule to a status read at now: a reload is over when one read shows the device
+// on, not reloading and with the OS the reload installs, if that differs from the OS before (listOS is what a
+// device list taken after the reload was sent names, "" if none); or when two reads at least gap apart both show
+// it not reloading. quiet is when the first of those reads was (zero while it reloads).
+func reloadOver(st hvclient.Status, n notes, listOS string, now time.Time, gap time.Duration) (over bool, quiet time.Time) {
+	if st.Reloading {
+		return false, time.Time{}
+	}
+	if st.Power == hvclient.PowerOn && n.osTarget != "" && n.osBefore != n.osTarget && listOS == n.osTarget {
+		return true, now
+	}
+	quiet = n.quietSince
+	if quiet.IsZero() {
+		quiet = now
+	}
+	return now.Sub(quiet) >= gap, quiet
 }

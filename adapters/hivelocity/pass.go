@@ -62,6 +62,9 @@ func (p *pass) failed(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
+	case errors.Is(err, errDeviceChanged) || errors.Is(err, hvclient.ErrLate):
+		// Not a failure: the pass acted on what is no longer so, and the next one sees what is.
+		p.busy = true
 	case errors.Is(err, errSSHKeyNotFound) || errors.Is(err, errOSNotOffered):
 		if p.blocked == nil {
 			p.blocked = err
@@ -172,18 +175,41 @@ func (p *pass) refresh(ctx context.Context) {
 			mu.Unlock()
 			return
 		}
-		m.status, m.own, m.dev.Tags, m.dev.Power = &st, own, st.Tags, st.Power
+		gap := stableGap(p.r.s.PollInterval)
+		var over bool
 		p.r.notes.update(m.dev.ID, at, func(n *notes) {
 			reloadNotes(n, own.ReloadAt)
 			n.statuses++
 			n.lastStatus = at
-			n.ended = !st.Reloading
+			over, n.quietSince = reloadOver(st, *n, p.listOS(m, *n), at, gap)
+			n.ended = over
 			if st.Reloading && st.Power == hvclient.PowerOn && n.installingSince.IsZero() {
 				n.installingSince = at
 			}
 		})
+		// The status as believed: a read that shows the reload not running does not end it before the
+		// stable-end rule does (reloadOver).
+		believed := st
+		if !over && !st.Reloading {
+			believed.Reloading = true
+			p.wakeAt(at.Add(gap))
+		}
+		m.status, m.own, m.dev.Tags, m.dev.Power = &believed, own, st.Tags, st.Power
 	})
 	p.members = dropMembers(p.members, gone)
+}
+
+// listOS returns the OS the pass's device list names for m if that list was asked for after m's reload was
+// sent (so that it cannot show the OS of before), else "".
+func (p *pass) listOS(m *member, n notes) string {
+	sent := n.startedAt
+	if sent.IsZero() {
+		sent = m.own.ReloadAt.Add(time.Second) // the tag is in whole seconds, truncated
+	}
+	if p.snap == nil || !p.snap.taken.After(sent) {
+		return ""
+	}
+	return m.dev.OSName
 }
 
 // learn brings this replica's notes of m's reload up to date with the list and the last report: when its

@@ -157,11 +157,48 @@ func (p *pass) wipe(ctx context.Context, m *member, skipPowerCheck bool) {
 	p.reload(ctx, m, own, r, StateReleasing)
 }
 
-// reload sends a reload and notes it. A refusal (the device is already reloading, or still on) is not a failure:
-// the next pass sees why.
+// reload sends a reload and notes it, only under a claim this replica holds (see holds) and only if a read of
+// the device taken just before (GET /device/{id}, the reload sent within claimGap of it) still shows the state
+// the pass acted on: the same owner and claim, and no reload started since. It never relies on Hivelocity
+// refusing a second reload. The reload's tags are the fresh read's operator tags and own. A refusal (the device
+// is already reloading, or still on) is not a failure: the next pass sees why.
 func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.Reload, state State) {
 	p.waiting()
-	err := p.r.api.Reload(ctx, m.dev.ID, r)
+	if !p.holds(ctx, m) {
+		return
+	}
+	own.Claim = m.own.Claim // a takeover wrote a new one
+	deadline := m.own.Claim.At.Add(p.r.s.lease())
+	rctx, err := p.r.api.Reserve(hvclient.SendBy(ctx, deadline), 2)
+	if err != nil {
+		p.failed(err)
+		return
+	}
+	sent := p.now()
+	st, err := p.r.api.Status(rctx, m.dev.ID)
+	if err != nil {
+		if !errors.Is(err, hvclient.ErrNotFound) {
+			p.failed(err)
+		}
+		return
+	}
+	p.r.notes.read(m.dev.ID, st.Tags, p.now())
+	if why := changedSince(m.own, reloadingKnown(m), st); why != "" {
+		p.r.log.Info("reload not sent: the device changed", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.String("why", why))
+		p.changing()
+		p.r.devices.invalidate()
+		return
+	}
+	r.Tags = withOwnership(st.Tags, own)
+	by := sent.Add(p.r.s.claimGap())
+	if deadline.Before(by) {
+		by = deadline
+	}
+	// A reload is applied by its answer; one that gets none within reloadTimeout is taken not to be applied
+	// later either (adoptAfter counts on it).
+	cctx, cancel := context.WithTimeout(hvclient.SendBy(rctx, by), p.r.s.reloadTimeout())
+	err = p.r.api.Reload(cctx, m.dev.ID, r)
+	cancel()
 	if err != nil {
 		p.changing()
 		if !errors.Is(err, hvclient.ErrRejected) {
@@ -186,13 +223,42 @@ func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.
 	p.wakeAt(own.ReloadAt.Add(p.pool.OffTimeout))
 }
 
-// strip removes the provisioner's tags from a device, which leaves the pool; the operator's tags stay.
-func (p *pass) strip(ctx context.Context, m *member) {
-	tags := m.dev.Tags
-	if m.status != nil {
-		tags = m.status.Tags
+// holds reports whether this replica may reload m: it won m's current claim and the claim's lease runs, or it
+// takes the claim over now (see takeOver) — a claim it did not win only once the claim is adoptAfter old, so
+// that the winner's reload, sent within the lease, shows first.
+func (p *pass) holds(ctx context.Context, m *member) bool {
+	now := p.now()
+	c := m.own.Claim
+	mine := c.Nonce != "" && p.r.notes.get(m.dev.ID).wonClaim == c.Nonce
+	if mine && now.Before(c.At.Add(p.r.s.lease())) {
+		return true
 	}
-	if err := p.write(ctx, m, operatorTags(tags)); err != nil {
+	if !mine && c.Nonce != "" && now.Sub(c.At) < p.r.s.adoptAfter() {
+		p.changing()
+		p.wakeAt(c.At.Add(p.r.s.adoptAfter()))
+		return false
+	}
+	return p.takeOver(ctx, m)
+}
+
+// reloadingKnown reports whether the pass saw m's reload running, so that a running reload is no change to it.
+func reloadingKnown(m *member) bool {
+	if m.status != nil && m.status.Reloading {
+		return true
+	}
+	switch m.state {
+	case StateReloading, StateInstalling, StateReleasing, StateFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// strip removes the provisioner's tags from a device, which leaves the pool; the operator's tags stay. It starts
+// from a fresh read of the device (writeFresh) and stops if the device changed since the pass looked.
+func (p *pass) strip(ctx context.Context, m *member) {
+	err := p.writeFresh(ctx, m, func(tags []string) ([]string, bool) { return operatorTags(tags), true })
+	if err != nil {
 		p.failed(err)
 		return
 	}
@@ -211,14 +277,55 @@ func (p *pass) boot(ctx context.Context, m *member) {
 	p.r.devices.invalidate()
 }
 
-// write replaces m's tags and notes the write.
+// errDeviceChanged: a tag write or reload was not sent because the device's fresh read no longer shows what the
+// pass acted on (see changedSince). It is no failure: the next pass sees the device as it is.
+var errDeviceChanged = errors.New("the device changed since the pass looked at it")
+
+// write replaces m's tags with tags, computed by the caller from m.dev.Tags: it applies that change to a fresh read
+// of the device (rebase), so that a concurrent change of other tags stays, and stops as writeFresh does.
 func (p *pass) write(ctx context.Context, m *member, tags []string) error {
+	base := m.dev.Tags
+	return p.writeFresh(ctx, m, func(fresh []string) ([]string, bool) { return rebase(base, tags, fresh), true })
+}
+
+// writeFresh is the one way the provisioner writes a device's tags outside a claim (which has its own check): it
+// reads the device (GET /device/{id}), stops with errDeviceChanged if the device changed owner or claim, or
+// started reloading, since the state the pass acted on (m), and otherwise sends mutate's list within claimGap
+// (ClaimSettle/5) of sending the read, so the list is never built from anything older. mutate returning false
+// writes nothing. The write's round trip is timed; m is updated on success.
+func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []string) ([]string, bool)) error {
 	p.changing()
-	if err := p.r.api.SetTags(ctx, m.dev.ID, tags); err != nil {
+	rctx, err := p.r.api.Reserve(ctx, 2)
+	if err != nil {
 		return err
 	}
+	sent := p.now()
+	st, err := p.r.api.Status(rctx, m.dev.ID)
+	if err != nil {
+		if errors.Is(err, hvclient.ErrNotFound) {
+			return fmt.Errorf("%w: device %d is gone", errDeviceChanged, m.dev.ID)
+		}
+		return err
+	}
+	p.r.notes.read(m.dev.ID, st.Tags, p.now())
+	if why := changedSince(m.own, reloadingKnown(m), st); why != "" {
+		p.r.devices.invalidate()
+		return fmt.Errorf("%w: device %d %s", errDeviceChanged, m.dev.ID, why)
+	}
+	tags, ok := mutate(st.Tags)
+	if !ok {
+		return nil
+	}
+	start := p.now()
+	if err := p.r.api.SetTags(hvclient.SendBy(rctx, sent.Add(p.r.s.claimGap())), m.dev.ID, tags); err != nil {
+		return err
+	}
+	answered := p.now()
+	if rtt := answered.Sub(start); !budgetOf(p.r.s.ClaimSettle).Trusted(rtt) {
+		p.r.log.Info("tag write overran the claim budget", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.Duration("round_trip", rtt))
+	}
 	p.r.devices.invalidate()
-	p.r.notes.wrote(m.dev.ID, tags, p.now(), p.r.s.ClaimSettle)
+	p.r.notes.wrote(m.dev.ID, tags, answered, p.r.s.ClaimSettle)
 	m.dev.Tags = tags
 	m.own, _ = ownershipOf(tags)
 	return nil

@@ -47,9 +47,10 @@ type Settings struct {
 	// BaseDomain names the hosts of clusters without spec.hosted_cluster.dns.base_domain, and released devices
 	// (spare-<id>.<BaseDomain>).
 	BaseDomain string
-	// ClaimSettle is how long a claim waits between writing its nonce and reading it back. It must exceed
-	// twice the longest time a tag write takes to show in reads plus ClaimSettle/5 (the most a claim lets pass
-	// between its check and its write): see README.md.
+	// ClaimSettle is how long a claim waits between its write's answer and reading it back. It must be at least
+	// twice the longest time a tag write takes to show in reads plus two fifths of itself (the most a claim lets
+	// pass between its check's send and its write's send, and the longest its write's round trip may take):
+	// see claimBudget and README.md. Every replica must run with the same value.
 	ClaimSettle time.Duration
 	// ListTTL is how long one device list serves every pool's reconcile.
 	ListTTL time.Duration
@@ -66,9 +67,10 @@ type Settings struct {
 	ClaimConcurrency int
 }
 
-// DefaultSettings returns the defaults: a 5 s claim settle, a 30 s device list, 15 s polls while devices change.
+// DefaultSettings returns the defaults: a 6 s claim settle (tag writes that show up to 1.8 s late, answers up to
+// 1.2 s: see claimBudget), a 30 s device list, 15 s polls while devices change.
 func DefaultSettings() Settings {
-	return Settings{BaseDomain: "hyperfleet.internal", ClaimSettle: 5 * time.Second, ListTTL: 30 * time.Second,
+	return Settings{BaseDomain: "hyperfleet.internal", ClaimSettle: 6 * time.Second, ListTTL: 30 * time.Second,
 		PollInterval: 15 * time.Second, StatusInterval: 3 * time.Minute, ShutdownTimeout: 5 * time.Minute,
 		LookupTTL: 10 * time.Minute, ClaimConcurrency: 8}
 }
@@ -96,19 +98,13 @@ func (s Settings) Check() error {
 func (s Settings) claimWindow() time.Duration { return 4 * s.ClaimSettle }
 
 // passDeadline is how long after a reconcile began it may still send anything: a claim written at the end of
-// the claim window is read back after ClaimSettle, and carried on at once.
-func (s Settings) passDeadline() time.Duration { return s.claimWindow() + 2*s.ClaimSettle }
+// the claim window is read back after ClaimSettle, checked against a fresh list, and carried on at once.
+func (s Settings) passDeadline() time.Duration { return s.claimWindow() + 3*s.ClaimSettle }
 
 // finalizeAfter is how long after a pool's deletion a device list shows every write a reconcile that began
 // before it could make: a write sent by the pass deadline shows within a settle.
 func (s Settings) finalizeAfter() time.Duration { return s.passDeadline() + s.ClaimSettle }
 
-// adoptAfter is how old a claim must be before a replica other than its claimer carries it on: the claimer's
-// own pass does so right after its claim settles, so this only matters when the claimer died in between.
-func (s Settings) adoptAfter() time.Duration { return 2*s.ClaimSettle + 2*s.PollInterval }
-
-// claimGap is the most a claim lets pass between its fresh check of a device and its tag write.
-func (s Settings) claimGap() time.Duration { return s.ClaimSettle / 5 }
 
 // Reconciler reconciles NodePools into Hivelocity devices. Build it with NewReconciler; it is safe for the
 // runtime's concurrent workers (one pool is never reconciled twice at once by one replica).

@@ -272,3 +272,51 @@ func rendezvous(poolID string, devices []hvclient.Device) []hvclient.Device {
 	})
 	return out
 }
+
+// changedSince says how a device's fresh status differs from the ownership a pass acted on, or "" when it does
+// not: another owner or slot, another claim, another reload or release, or a reload that started although the
+// pass saw none running (reloading false). Every tag write and reload stops on such a change: it was decided on
+// what is no longer so.
+func changedSince(acted Ownership, reloading bool, st hvclient.Status) string {
+	got, _ := ownershipOf(st.Tags)
+	switch {
+	case got.NodePool != acted.NodePool || got.Cluster != acted.Cluster || got.Slot != acted.Slot:
+		return "changed owner"
+	case !got.Claim.Equal(acted.Claim):
+		return "was claimed again"
+	case got.Spec != acted.Spec || !got.ReloadAt.Equal(acted.ReloadAt) || !got.ReleaseAt.Equal(acted.ReleaseAt):
+		return "was reloaded since"
+	case st.Reloading && !reloading:
+		return "started reloading"
+	}
+	return ""
+}
+
+// rebase applies the change from base (the tags a write was computed from) to want onto fresh (the tags a fresh
+// read shows): what want drops from base is dropped, what it adds is added, and whatever else changed in fresh
+// (an operator's label) stays.
+func rebase(base, want, fresh []string) []string {
+	inBase, inWant := map[string]bool{}, map[string]bool{}
+	for _, t := range base {
+		inBase[t] = true
+	}
+	for _, t := range want {
+		inWant[t] = true
+	}
+	out := make([]string, 0, len(fresh)+len(want))
+	seen := map[string]bool{}
+	for _, t := range fresh {
+		if (inBase[t] && !inWant[t]) || seen[t] {
+			continue
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	for _, t := range want {
+		if !inBase[t] && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
