@@ -105,7 +105,6 @@ func (s Settings) passDeadline() time.Duration { return s.claimWindow() + 3*s.Cl
 // before it could make: a write sent by the pass deadline shows within a settle.
 func (s Settings) finalizeAfter() time.Duration { return s.passDeadline() + s.ClaimSettle }
 
-
 // Reconciler reconciles NodePools into Hivelocity devices. Build it with NewReconciler; it is safe for the
 // runtime's concurrent workers (one pool is never reconciled twice at once by one replica).
 type Reconciler struct {
