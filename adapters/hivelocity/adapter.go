@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"strings"
@@ -15,6 +16,14 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
+
+// MetadataClaimSettle is the report metadata key of the replica's --claim-settle: replicas that disagree on it
+// refuse to start.
+const MetadataClaimSettle = "claim_settle"
+
+// UserAgent is the User-Agent the provisioner sends Hivelocity: it names the replica, so that the API's (or the
+// simulator's) log says who wrote what.
+func UserAgent(replica string) string { return "hyperfleet-" + Name + "/" + replica }
 
 // Options are the provisioner's own settings, beside the runtime's.
 type Options struct {
@@ -96,13 +105,20 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if rt.ResyncAfter == 0 {
 		rt.ResyncAfter = o.RecheckAfter
 	}
+	// The claim proof holds only if every replica settles as long (see claimBudget): reported, and refused on a
+	// mismatch as the shard count is.
+	rt.Agreed = maps.Clone(rt.Agreed)
+	if rt.Agreed == nil {
+		rt.Agreed = map[string]string{}
+	}
+	rt.Agreed[MetadataClaimSettle] = o.ClaimSettle.String()
 	runner, err := adapter.New(rt, log)
 	if err != nil {
 		return nil, err
 	}
 	// Check has vetted what could make these fail, so that no listener the runner bound is left behind.
 	client, err := hvclient.New(hvclient.Config{URL: o.URL, APIKeyFile: o.APIKeyFile, Transport: runner.ExternalTransport("hivelocity", nil),
-		Timeout: o.Timeout, RPS: o.RPS, Burst: o.Burst, UserAgent: "hyperfleet-" + Name})
+		Timeout: o.Timeout, RPS: o.RPS, Burst: o.Burst, UserAgent: UserAgent(runner.Replica())})
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,10 @@ type Config struct {
 	Workers int
 	// ShardIndex and ShardCount split the fleet between replicas by a hash of the resource id.
 	ShardIndex, ShardCount int
+	// Agreed are the adapter's own settings every replica must share, as they share ShardCount (the Hivelocity
+	// provisioner's claim settle): each goes into every report's metadata under its key, and a replica refuses to
+	// start when another replica's recent report gives a key another value.
+	Agreed map[string]string
 	// OpsBindAddress serves /healthz, /readyz and /metrics.
 	OpsBindAddress string
 	// ReconcileTimeout bounds one Reconcile or Finalize.

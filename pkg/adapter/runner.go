@@ -103,6 +103,9 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 // OpsAddr is the address /healthz, /readyz and /metrics are served on.
 func (r *Runner) OpsAddr() string { return r.ops.Addr().String() }
 
+// Replica is the name this replica reports under (Config.Replica, or the host name).
+func (r *Runner) Replica() string { return r.cfg.Replica }
+
 // API is the authenticated, counted reader of hyperfleet-api that reconcilers use to read what they depend on.
 func (r *Runner) API() *API { return r.api }
 
@@ -371,6 +374,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	log = log.With(slog.Int64("generation", obj.Generation))
 	finalizing := obj.DeletedTime != nil
 	metadata := map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount}
+	for k, v := range r.cfg.Agreed {
+		metadata[k] = v
+	}
 	var (
 		out    Outcome
 		recErr error

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
+	"slices"
+	"time"
 )
 
 // ShardOf returns the shard of a resource id among count shards: the replica with --shard-index ShardOf(id, count)
@@ -22,7 +25,7 @@ func ShardOf(id string, count int) int {
 const shardSample = 10
 
 // checkShards refuses to start when a recent report of this adapter, from another replica, says it runs with
-// another --shard-count: the fleet would be split two ways, some resources reconciled twice and others never.
+// another --shard-count (or another value of one of Config.Agreed): the fleet would be split two ways, some resources reconciled twice and others never.
 // Changing the shard count therefore means stopping every replica first.
 func (r *Runner) checkShards(ctx context.Context, kind *Kind) error {
 	recent, err := r.api.list(withOp(ctx, "list recent"), kind, "",
@@ -40,14 +43,34 @@ func (r *Runner) checkShards(ctx context.Context, kind *Kind) error {
 		if err != nil || st == nil || r.clock.Since(st.ObservedTime) > window {
 			continue
 		}
-		count, ok := st.Metadata["shard_count"].(float64)
 		replica, _ := st.Metadata["replica"].(string)
-		if !ok || replica == r.cfg.Replica || int(count) == r.cfg.ShardCount {
+		if replica == r.cfg.Replica {
+			continue
+		}
+		if err := r.checkAgreed(st.Metadata, replica, kind, key.ID, window); err != nil {
+			return err
+		}
+		count, ok := st.Metadata["shard_count"].(float64)
+		if !ok || int(count) == r.cfg.ShardCount {
 			continue
 		}
 		return fmt.Errorf("replica %q of %s reported on %s %s within the last %s with --shard-count %d, but this one has %d: "+
 			"every replica needs the same --shard-count; stop the others before changing it",
 			replica, r.cfg.Adapter, kind.Name, key.ID, window, int(count), r.cfg.ShardCount)
+	}
+	return nil
+}
+
+// checkAgreed refuses another replica's report that gives one of Config.Agreed another value.
+func (r *Runner) checkAgreed(metadata map[string]any, replica string, kind *Kind, id string, window time.Duration) error {
+	for _, k := range slices.Sorted(maps.Keys(r.cfg.Agreed)) {
+		theirs, ok := metadata[k].(string)
+		if !ok || theirs == r.cfg.Agreed[k] {
+			continue
+		}
+		return fmt.Errorf("replica %q of %s reported on %s %s within the last %s with %s %q, but this one has %q: "+
+			"every replica needs the same %s; stop the others before changing it",
+			replica, r.cfg.Adapter, kind.Name, id, window, k, theirs, r.cfg.Agreed[k], k)
 	}
 	return nil
 }
