@@ -116,6 +116,15 @@ func (s Settings) adoptAfter() time.Duration { return s.lease() + 2*s.ClaimSettl
 // reloadTimeout bounds a reload call: a reload is applied by its answer, which comes within this or not at all.
 func (s Settings) reloadTimeout() time.Duration { return s.ClaimSettle }
 
+// sendBy returns ctx with its requests sent no later than t, nor than the pass's deadline: a later send
+// deadline would replace the pass's.
+func (p *pass) sendBy(ctx context.Context, t time.Time) context.Context {
+	if end := p.began.Add(p.r.s.passDeadline()); end.Before(t) {
+		t = end
+	}
+	return hvclient.SendBy(ctx, t)
+}
+
 // claimTarget is a device to claim for a slot: a spare, or with prior, a device of the pool to take over.
 type claimTarget struct {
 	slot int
@@ -224,7 +233,7 @@ func (p *pass) writeClaims(ctx context.Context, targets []claimTarget) []*attemp
 		}
 		// A claim that cannot get the budget for its check and write in time is left to the next pass; a pause
 		// of every call is reported by the calls that meet it.
-		rctx, err := p.r.api.Reserve(hvclient.SendBy(ctx, window), 2)
+		rctx, err := p.r.api.Reserve(p.sendBy(ctx, window), 2)
 		if err != nil {
 			p.changing()
 			return
@@ -266,7 +275,7 @@ func (p *pass) writeClaims(ctx context.Context, targets []claimTarget) []*attemp
 			by = window
 		}
 		start := p.now()
-		if err := p.r.api.SetTags(hvclient.SendBy(rctx, by), d.ID, tags); err != nil {
+		if err := p.r.api.SetTags(p.sendBy(rctx, by), d.ID, tags); err != nil {
 			// An unanswered write may have landed; the device then holds a claim nobody carries on, which is
 			// taken over once it is adoptAfter old.
 			if !errors.Is(err, hvclient.ErrLate) {

@@ -169,7 +169,7 @@ func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.
 	}
 	own.Claim = m.own.Claim // a takeover wrote a new one
 	deadline := m.own.Claim.At.Add(p.r.s.lease())
-	rctx, err := p.r.api.Reserve(hvclient.SendBy(ctx, deadline), 2)
+	rctx, err := p.r.api.Reserve(p.sendBy(ctx, deadline), 2)
 	if err != nil {
 		p.failed(err)
 		return
@@ -196,7 +196,7 @@ func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.
 	}
 	// A reload is applied by its answer; one that gets none within reloadTimeout is taken not to be applied
 	// later either (adoptAfter counts on it).
-	cctx, cancel := context.WithTimeout(hvclient.SendBy(rctx, by), p.r.s.reloadTimeout())
+	cctx, cancel := context.WithTimeout(p.sendBy(rctx, by), p.r.s.reloadTimeout())
 	err = p.r.api.Reload(cctx, m.dev.ID, r)
 	cancel()
 	if err != nil {
@@ -317,7 +317,7 @@ func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []str
 		return nil
 	}
 	start := p.now()
-	if err := p.r.api.SetTags(hvclient.SendBy(rctx, sent.Add(p.r.s.claimGap())), m.dev.ID, tags); err != nil {
+	if err := p.r.api.SetTags(p.sendBy(rctx, sent.Add(p.r.s.claimGap())), m.dev.ID, tags); err != nil {
 		return err
 	}
 	answered := p.now()
