@@ -108,10 +108,10 @@ func (s Settings) lease() time.Duration {
 	return 3*s.ClaimSettle + s.ShutdownTimeout + 2*s.PollInterval
 }
 
-// adoptAfter is how old a claim must be before a replica that did not win it takes it over (with a new claim,
+// AdoptAfter is how old a claim must be before a replica that did not win it takes it over (with a new claim,
 // see takeOver): by then its winner's reload, sent by the lease's end and answered within a settle (reloadTimeout),
 // shows in reads (δ < S), so the takeover's check read sees it and stops.
-func (s Settings) adoptAfter() time.Duration { return s.lease() + 2*s.ClaimSettle }
+func (s Settings) AdoptAfter() time.Duration { return s.lease() + 2*s.ClaimSettle }
 
 // reloadTimeout bounds a reload call: a reload is applied by its answer, which comes within this or not at all.
 func (s Settings) reloadTimeout() time.Duration { return s.ClaimSettle }

@@ -56,7 +56,7 @@ func TestLeaseComesBeforeTakeover(t *testing.T) {
 		// The lease covers the claim settling and a device that ignores its shutdown until the reload is forced.
 		require.Greater(t, s.lease(), s.ClaimSettle+b.Gap+b.Write+s.ShutdownTimeout+s.PollInterval)
 		// A reload sent at the lease's end is answered within reloadTimeout and shows δ later.
-		require.GreaterOrEqual(t, s.adoptAfter(), s.lease()+s.reloadTimeout()+b.Delay())
+		require.GreaterOrEqual(t, s.AdoptAfter(), s.lease()+s.reloadTimeout()+b.Delay())
 	}
 }
 

@@ -252,12 +252,12 @@ func (p *pass) classify(m *member) {
 	mine := m.own.Claim.Nonce != "" && n.wonClaim == m.own.Claim.Nonce
 	age := p.snap.taken.Sub(m.own.Claim.At)
 	m.settled = m.state != StateClaimed || mine || age >= 2*p.r.s.ClaimSettle
-	m.adopted = m.state == StateClaimed && (mine || age >= p.r.s.adoptAfter())
+	m.adopted = m.state == StateClaimed && (mine || age >= p.r.s.AdoptAfter())
 	switch {
 	case !m.settled:
 		p.wakeAt(m.own.Claim.At.Add(2 * p.r.s.ClaimSettle))
 	case m.state == StateClaimed && !m.adopted:
-		p.wakeAt(m.own.Claim.At.Add(p.r.s.adoptAfter()))
+		p.wakeAt(m.own.Claim.At.Add(p.r.s.AdoptAfter()))
 	}
 	m.since = sinceOf(m, p.last.devices[m.dev.ID], n, p.now())
 }

@@ -233,9 +233,9 @@ func (p *pass) holds(ctx context.Context, m *member) bool {
 	if mine && now.Before(c.At.Add(p.r.s.lease())) {
 		return true
 	}
-	if !mine && c.Nonce != "" && now.Sub(c.At) < p.r.s.adoptAfter() {
+	if !mine && c.Nonce != "" && now.Sub(c.At) < p.r.s.AdoptAfter() {
 		p.changing()
-		p.wakeAt(c.At.Add(p.r.s.adoptAfter()))
+		p.wakeAt(c.At.Add(p.r.s.AdoptAfter()))
 		return false
 	}
 	return p.takeOver(ctx, m)
