@@ -22,10 +22,8 @@ func (p *pass) remediate(ctx context.Context) {
 	var stuck []*member
 	inRemediation := 0
 	for _, m := range p.members {
-		if m.state == StateRemediating {
-			if !m.ended || m.own.ReleaseAt.IsZero() {
-				inRemediation++
-			}
+		if m.state == StateRemediating { // until it is marked, wiped or not
+			inRemediation++
 			continue
 		}
 		if _, ok := stuckWhy(m, now, p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince); ok {
