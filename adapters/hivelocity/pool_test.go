@@ -112,11 +112,11 @@ func TestPoolLimits(t *testing.T) {
 		return fmt.Sprintf(`{"replicas":%d,"platform":{"hivelocity":{"device_type":"s1","region":"LAX2"}}%s}`, replicas, extra)
 	}
 	tests := []struct {
-		name                                string
-		spec                                string
+		name                       string
+		spec                       string
 		wantUnavailable, wantSurge int
-		wantUnhealthy                       int
-		wantErr                             bool
+		wantUnhealthy              int
+		wantErr                    bool
 	}{
 		{name: "defaults", spec: spec(5, ""), wantUnavailable: 1, wantSurge: 0, wantUnhealthy: 1},
 		{name: "numbers", spec: spec(5, `,"max_unavailable":2,"max_surge":1,"remediation":{"max_unhealthy":3}`), wantUnavailable: 2, wantSurge: 1, wantUnhealthy: 3},

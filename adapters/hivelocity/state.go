@@ -53,8 +53,8 @@ type member struct {
 	current bool
 	// stopping is true while this replica waits for the device to power off for a roll: it counts as down.
 	stopping bool
-	state   State
-	since   time.Time
+	state    State
+	since    time.Time
 }
 
 // observation is what is known of a device besides its tags: its power, a fresh status, and whether its last
