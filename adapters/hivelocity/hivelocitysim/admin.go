@@ -23,6 +23,7 @@ const HealthPath = AdminPrefix + "healthz"
 //	GET    /_sim/devices                 → []DeviceState (Devices)
 //	POST   /_sim/devices   []Device      → 204 (Seed)
 //	GET    /_sim/devices/{id}            → DeviceState, or 404 (Device)
+//	GET    /_sim/devices/{id}/history    → []Transition, or 404 (History)
 //	GET    /_sim/requests[?deviceId=&op=] → []Request, filtered (Requests)
 //	DELETE /_sim/requests                → 204 (ResetRequests)
 //	GET    /_sim/faults                  → []Fault (Faults)
@@ -59,6 +60,15 @@ func (s *Simulator) AdminHandler() http.Handler {
 			return
 		}
 		adminJSON(w, http.StatusOK, d)
+	})
+	mux.HandleFunc("GET /_sim/devices/{id}/history", func(w http.ResponseWriter, r *http.Request) {
+		id, ok := parseID(r.PathValue("id"))
+		h := s.History(id)
+		if !ok || h == nil {
+			adminJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: msgDeviceNotFound})
+			return
+		}
+		adminJSON(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("GET /_sim/requests", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -221,12 +231,16 @@ type faultJSON struct {
 	Count    int       `json:"count,omitempty"`
 	Status   int       `json:"status,omitempty"`
 	Delay    duration  `json:"delay,omitempty"`
+	MaxDelay duration  `json:"maxDelay,omitempty"`
 	MaxAge   duration  `json:"maxAge,omitempty"`
+	Op       Operation `json:"op,omitempty"`
+	Message  string    `json:"message,omitempty"`
 }
 
-// MarshalJSON writes the fault with Go duration strings ("30s") for For, Delay and MaxAge.
+// MarshalJSON writes the fault with Go duration strings ("30s") for For, Delay, MaxDelay and MaxAge.
 func (f Fault) MarshalJSON() ([]byte, error) {
-	return json.Marshal(faultJSON{f.Kind, f.DeviceID, duration(f.For), f.Count, f.Status, duration(f.Delay), duration(f.MaxAge)})
+	return json.Marshal(faultJSON{f.Kind, f.DeviceID, duration(f.For), f.Count, f.Status, duration(f.Delay),
+		duration(f.MaxDelay), duration(f.MaxAge), f.Op, f.Message})
 }
 
 // UnmarshalJSON reads a fault written by MarshalJSON; unknown fields are an error.
@@ -236,7 +250,8 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*f = Fault{Kind: j.Kind, DeviceID: j.DeviceID, For: time.Duration(j.For), Count: j.Count, Status: j.Status,
-		Delay: time.Duration(j.Delay), MaxAge: time.Duration(j.MaxAge)}
+		Delay: time.Duration(j.Delay), MaxDelay: time.Duration(j.MaxDelay), MaxAge: time.Duration(j.MaxAge), Op: j.Op,
+		Message: j.Message}
 	return nil
 }
 

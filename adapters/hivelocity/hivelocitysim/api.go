@@ -1,6 +1,7 @@
 package hivelocitysim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -97,15 +98,18 @@ func jsonError(status int, message string) answer {
 	return jsonAnswer(status, apiError{Code: status, Message: message})
 }
 
-// serveAPI runs one API request: proxy faults, 429 storms, the budget, the API key, then the operation. It logs the
-// request and answers with the rate-limit headers (except for a proxy error page).
+// serveAPI runs one API request: proxy faults, 429 storms, the budget, the API key, refusals, then the operation.
+// It logs the request and answers with the rate-limit headers (except for a proxy error page). Under slow_answers
+// it waits before applying the request and again before answering, never holding s.mu; a request whose client
+// gave up during the first wait is never applied.
 func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rt route) {
 	path := r.URL.Path
 	if rest, ok := strings.CutPrefix(path, apiBasePath); ok && strings.HasPrefix(rest, "/") {
 		path = rest
 	}
 	key := strings.TrimSpace(r.Header.Get(HeaderAPIKey))
-	entry := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Op: rt.op, KeyID: KeyID(key)}
+	entry := Request{Method: r.Method, Path: path, Query: r.URL.RawQuery, Op: rt.op, KeyID: KeyID(key),
+		UserAgent: r.Header.Get("User-Agent")}
 	c := &call{query: r.URL.Query(), entry: &entry}
 	idOK := true
 	if rt.param != "" {
@@ -123,7 +127,15 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 
 	s.mu.Lock()
+	lat := s.latencyFor(entry.DeviceID, s.clock.Now())
+	s.mu.Unlock()
+	if !s.sleep(r.Context(), lat.before) {
+		return
+	}
+
+	s.mu.Lock()
 	c.now = s.clock.Now()
+	entry.Seq = s.nextSeq()
 	a := s.respond(rt, c, key, idOK)
 	entry.Time, entry.Status = c.now, a.status
 	s.record(entry)
@@ -132,6 +144,9 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request, rt route) {
 
 	s.logger.Debug("api request", "method", r.Method, "path", path, "op", rt.op, "device_id", entry.DeviceID,
 		"key_id", entry.KeyID, "status", a.status, "fault", entry.Fault)
+	if !s.sleep(r.Context(), lat.after) {
+		return
+	}
 	w.Header().Set("Content-Type", a.contentType)
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
@@ -170,6 +185,11 @@ func (s *Simulator) respond(rt route, c *call, key string, idOK bool) answer {
 	case !idOK:
 		a = jsonError(http.StatusNotFound, msgURLNotFound) // the real router only matches positive integers
 	default:
+		if f := s.takeRefusal(rt.op, c.entry.Method, c.entry.DeviceID, c.now); f != nil {
+			c.entry.Fault = FaultRefused
+			a = jsonError(f.Status, f.Message)
+			break
+		}
 		a = rt.serve(s, c)
 	}
 	a.rate = st
@@ -234,10 +254,11 @@ func (s *Simulator) getDeviceOp(c *call) answer {
 }
 
 // reloadDeviceOp is PUT /bare-metal-devices/{id}. The preconditions, in order: a readable body naming an OS the
-// device's product offers, an FQDN hostname and an existing SSH key (400); no reload running (409, the
-// simulator's choice: the API documents no status for it); then a PUT that changes nothing and has no forceReload
-// only replaces the tags; otherwise the device must report OFF unless skipPowerCheck=true (400, the "powered off
-// check" the API documents for skipPowerCheck), and the reload starts.
+// device's product offers, an FQDN hostname and an existing SSH key (400); no reload running or in its start lag
+// (409, the simulator's choice: the API documents no status for it; concurrent_reload_accepted lifts it); then a
+// PUT that changes nothing and has no forceReload only replaces the tags; otherwise the device must report OFF
+// unless skipPowerCheck=true (400, the "powered off check" the API documents for skipPowerCheck), and the reload
+// is accepted: it begins at once, or after a reload_start_lag.
 func (s *Simulator) reloadDeviceOp(c *call) answer {
 	var u bareMetalDeviceUpdate
 	if err := decodeBody(c.body, &u); err != nil {
@@ -260,17 +281,23 @@ func (s *Simulator) reloadDeviceOp(c *call) answer {
 	if msg := s.validateReload(d, u); msg != "" {
 		return jsonError(http.StatusBadRequest, msg)
 	}
-	if d.Reload != nil {
+	busy := d.Reload != nil || d.PendingReload != nil
+	if busy && s.faultAt(FaultConcurrentReloadAccepted, d.ID, c.now) == nil {
 		return jsonError(http.StatusConflict, msgAlreadyReload)
 	}
+	var fault FaultKind
 	if u.ForceReload || u.changes(d) {
 		if !skip && d.PowerStatus != PowerOff {
 			return jsonError(http.StatusBadRequest, msgPowerCheck)
 		}
-		s.startReload(d, reloadUpdate{osName: u.OSName, hostname: u.Hostname, script: u.Script, sshKeyID: u.PublicSSHKeyID}, c.now)
-		call.Started = true
+		call.BeginsAt, fault = s.acceptReload(d, reloadUpdate{osName: u.OSName, hostname: u.Hostname, script: u.Script, sshKeyID: u.PublicSSHKeyID}, c.now)
+		call.Started, call.Restart = true, busy
+		if busy {
+			fault = FaultConcurrentReloadAccepted
+		}
 	}
-	c.entry.Fault = s.writeTags(d, u.Tags, c.now)
+	// The fault that shaped the answer most: a delayed tag write, else the reload's own.
+	c.entry.Fault = cmp.Or(s.writeTags(d, u.Tags, c), fault)
 	out := toBareMetalDevice(d)
 	out.Tags = cloneTags(u.Tags) // the write is acknowledged even when a fault delays it
 	return jsonAnswer(http.StatusOK, out)
@@ -318,7 +345,7 @@ func (s *Simulator) putTagsOp(c *call) answer {
 	if errA != nil {
 		return *errA
 	}
-	c.entry.Fault = s.writeTags(d, body.Tags, c.now)
+	c.entry.Fault = s.writeTags(d, body.Tags, c)
 	return jsonAnswer(http.StatusOK, deviceTag{Tags: cloneTags(body.Tags)})
 }
 

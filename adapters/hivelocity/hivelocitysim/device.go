@@ -46,23 +46,31 @@ type DeviceState struct {
 	IsReload bool `json:"isReload"`
 	// Reload is the running reload, if any.
 	Reload *Reload `json:"reload,omitempty"`
+	// PendingReload is a reload accepted but not begun (the reload_start_lag fault), if any; it begins at its
+	// Started, replacing a running reload (concurrent_reload_accepted).
+	PendingReload *Reload `json:"pendingReload,omitempty"`
 	// PowerTransition is the running power action, if any; PowerStatus shows the old state until it is done.
 	PowerTransition *PowerTransition `json:"powerTransition,omitempty"`
 	// PendingTagWrites are acknowledged tag writes not yet visible (the delayed_tag_writes fault), oldest first.
 	PendingTagWrites []TagWrite `json:"pendingTagWrites,omitempty"`
-	// Reloads counts the reloads started since the device was seeded.
+	// Reloads counts the reloads accepted since the device was seeded, including one in its start lag and ones
+	// that a concurrent reload replaced.
 	Reloads int `json:"reloads"`
 	// Vanished is true while a vanished_device fault hides the device from the API.
 	Vanished bool `json:"vanished,omitempty"`
 }
 
-// Reload is a running reload.
+// Reload is an accepted reload.
 type Reload struct {
 	// OSName is the operating system being installed; the device reports it once the reload is done.
 	OSName string `json:"osName"`
-	// Hostname is the hostname the reload asked for (the device reports it at once).
+	// Hostname is the hostname the reload asked for (the device reports it once the reload begins).
 	Hostname string `json:"hostname"`
-	// Started is when the reload was accepted; the device went OFF then.
+	// Script and PublicSSHKeyID are what the reload installs (the device reports them once it begins).
+	Script         string `json:"script,omitempty"`
+	PublicSSHKeyID int32  `json:"publicSshKeyId,omitempty"`
+	// Started is when the reload begins: the device goes OFF then. It is when the PUT was accepted unless a
+	// reload_start_lag fault put it later.
 	Started time.Time `json:"started"`
 	// PowerOnAt is when the installer boots (power ON), unless a stuck_reload_off fault holds it.
 	PowerOnAt time.Time `json:"powerOnAt"`
@@ -106,6 +114,10 @@ func (d *DeviceState) clone() DeviceState {
 		r := *d.Reload
 		c.Reload = &r
 	}
+	if d.PendingReload != nil {
+		r := *d.PendingReload
+		c.PendingReload = &r
+	}
 	if d.PowerTransition != nil {
 		p := *d.PowerTransition
 		c.PowerTransition = &p
@@ -125,8 +137,8 @@ func cloneTags(tags []string) []string {
 	return out
 }
 
-// Seed adds the devices, replacing devices with the same ID (their running reloads, power actions and pending tag
-// writes are dropped). Missing optional fields get the defaults documented on Device. It returns an error
+// Seed adds the devices, replacing devices with the same ID (their running reloads, power actions, pending tag
+// writes and history are dropped). Missing optional fields get the defaults documented on Device. It returns an error
 // wrapping ErrInvalidDevice, and adds nothing, if a device has no positive ID, no location or no product, an
 // unknown power state, or an ID used twice in the call.
 func (s *Simulator) Seed(devices ...Device) error {
@@ -143,6 +155,7 @@ func (s *Simulator) Seed(devices ...Device) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.clock.Now()
 	for i := range devices {
 		d := devices[i] // a copy: withDefaults fills it in
 		p, known := s.products[d.ProductID]
@@ -154,7 +167,9 @@ func (s *Simulator) Seed(devices ...Device) error {
 			s.products[p.ID] = p
 		}
 		d = d.withDefaults(p)
-		s.devices[d.ID] = &DeviceState{Device: d}
+		st := &DeviceState{Device: d}
+		s.devices[d.ID] = st
+		s.startJournal(st, now)
 	}
 	s.logger.Info("devices seeded", "count", len(devices))
 	return nil
@@ -236,8 +251,8 @@ func (s *Simulator) advanceAll(now time.Time) {
 	}
 }
 
-// advance applies every transition of d due at or before now: visible tag writes, the end of a power action, and
-// the steps of a reload. Callers hold s.mu.
+// advance applies every transition of d due at or before now, in the order they happened: visible tag writes,
+// the end of a power action, the start of a reload out of its lag, and the steps of a reload. Callers hold s.mu.
 func (s *Simulator) advance(d *DeviceState, now time.Time) {
 	for len(d.PendingTagWrites) > 0 && !now.Before(d.PendingTagWrites[0].VisibleAt) {
 		d.Tags = d.PendingTagWrites[0].Tags
@@ -246,74 +261,39 @@ func (s *Simulator) advance(d *DeviceState, now time.Time) {
 	if len(d.PendingTagWrites) == 0 {
 		d.PendingTagWrites = nil
 	}
+	if r := d.PendingReload; r != nil && !now.Before(r.Started) {
+		s.advanceProcesses(d, r.Started)
+		s.beginReload(d, r)
+	}
+	s.advanceProcesses(d, now)
+}
+
+// advanceProcesses applies the end of d's power action and the steps of its running reload due by now.
+func (s *Simulator) advanceProcesses(d *DeviceState, now time.Time) {
 	if p := d.PowerTransition; p != nil && !now.Before(p.DoneAt) {
 		d.PowerStatus = p.Target
 		d.PowerTransition = nil
+		s.note(d, p.DoneAt)
 	}
 	if d.Reload != nil {
 		s.advanceReload(d, now)
 	}
 }
 
-func (s *Simulator) advanceReload(d *DeviceState, now time.Time) {
-	r := d.Reload
-	if d.PowerStatus == PowerOff {
-		at, ok := s.releasedAt(FaultStuckReloadOff, d.ID, r.PowerOnAt)
-		if !ok || now.Before(at) {
-			return
-		}
-		// A held installer still needs its full run once it boots.
-		r.DoneAt = at.Add(r.DoneAt.Sub(r.PowerOnAt))
-		r.PowerOnAt = at
-		d.PowerStatus = PowerOn
-	}
-	at, ok := s.releasedAt(FaultStuckReload, d.ID, r.DoneAt)
-	if !ok || now.Before(at) {
-		return
-	}
-	d.Reload, d.IsReload = nil, false
-	if s.faultAt(FaultFailedReload, d.ID, at) != nil {
-		d.PowerStatus, d.SPSStatus = PowerOff, StatusFailed
-		return
-	}
-	d.OSName, d.PowerStatus, d.SPSStatus = r.OSName, PowerOn, StatusInUse
-}
-
-// reloadUpdate is a validated reload request.
-type reloadUpdate struct {
-	osName, hostname, script string
-	sshKeyID                 int32
-}
-
-// startReload starts a reload of d at now: the device goes OFF at once and reports RELOADING; hostname, script
-// and SSH key are recorded now, the OS when the reload is done. A running power action is cancelled. Callers
-// hold s.mu and have checked the preconditions.
-func (s *Simulator) startReload(d *DeviceState, u reloadUpdate, now time.Time) {
-	powerOnAt := now.Add(s.scaled(s.durations.ReloadPoweredOff))
-	d.Reload = &Reload{
-		OSName:    u.osName,
-		Hostname:  u.hostname,
-		Started:   now,
-		PowerOnAt: powerOnAt,
-		DoneAt:    powerOnAt.Add(s.scaled(s.durations.ReloadPoweredOn)),
-	}
-	d.IsReload = true
-	d.Reloads++
-	d.PowerTransition = nil
-	d.PowerStatus, d.SPSStatus = PowerOff, StatusReloading
-	d.Hostname, d.Script, d.PublicSSHKeyID = u.hostname, u.script, u.sshKeyID
-	s.advance(d, now)
-}
-
-// writeTags replaces d's tags with tags, at once or, under a delayed_tag_writes fault, after its delay. Writes
-// become visible in the order they were made, so the last write wins. It returns the fault that delayed the
-// write, if any. Callers hold s.mu.
-func (s *Simulator) writeTags(d *DeviceState, tags []string, now time.Time) FaultKind {
+// writeTags replaces d's tags with tags, the write of request c, at once or, under a delayed_tag_writes fault,
+// after its delay. Writes become visible in the order they were made, so the last write wins. It records the
+// write it replaced in c's log entry and returns the fault that delayed the write, if any. Callers hold s.mu.
+func (s *Simulator) writeTags(d *DeviceState, tags []string, c *call) FaultKind {
+	now := c.now
 	tags = cloneTags(tags)
+	j := s.journalOf(d.ID)
+	prev := j.lastWrite.clone()
+	c.entry.Previous = &prev
+	j.lastWrite = PreviousWrite{Tags: cloneTags(tags), Seq: c.entry.Seq, Time: now, UserAgent: c.entry.UserAgent, KeyID: c.entry.KeyID}
 	visible := now
 	var fault FaultKind
 	if f := s.faultAt(FaultDelayedTagWrites, d.ID, now); f != nil {
-		visible, fault = now.Add(f.Delay), FaultDelayedTagWrites
+		visible, fault = now.Add(f.randomDelay()), FaultDelayedTagWrites
 	}
 	if n := len(d.PendingTagWrites); n > 0 && visible.Before(d.PendingTagWrites[n-1].VisibleAt) {
 		visible = d.PendingTagWrites[n-1].VisibleAt

@@ -3,6 +3,8 @@ package hivelocitysim
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
+	"net/http"
 	"slices"
 	"time"
 )
@@ -33,16 +35,38 @@ const (
 	FaultVanishedDevice FaultKind = "vanished_device"
 	// FaultDelayedTagWrites acknowledges tag writes (PUT tags and the tags of a reload PUT) at once but shows them
 	// to reads only Fault.Delay later — the window in which last-writer-wins claiming is unsafe.
+	// With MaxDelay, each write's delay is drawn uniformly from [Delay, MaxDelay]; writes still show in the order
+	// they were made, so the last writer wins.
 	FaultDelayedTagWrites FaultKind = "delayed_tag_writes"
 	// FaultStaleList answers the device list from a snapshot at most Fault.MaxAge old: taken when the fault is set
 	// and retaken when a list request finds it older. With a DeviceID only that device's entry is stale.
 	FaultStaleList FaultKind = "stale_list"
+	// FaultSlowAnswers gives every answer (with DeviceID, every answer naming that device) a round trip drawn
+	// uniformly from [Delay, MaxDelay] (MaxDelay 0: exactly Delay), split at random into a wait before the request
+	// is applied and a wait before its answer is written. The moment the API reads or applies a request is thus
+	// anywhere within the client's round trip, which is what a claim proof must survive. The request log's Time is
+	// the moment the request was applied.
+	FaultSlowAnswers FaultKind = "slow_answers"
+	// FaultReloadStartLag accepts a reload PUT (200) but begins the reload only Delay later. Until then every read
+	// (device, power, list, dump) shows the device as before: isReload false, the old power, OS and spsStatus. The
+	// PUT's tags are written at once, as without the fault. A power action in the lag is accepted; the reload
+	// cancels it when it begins.
+	FaultReloadStartLag FaultKind = "reload_start_lag"
+	// FaultConcurrentReloadAccepted accepts a reload PUT of a device that is already reloading, or whose reload is
+	// in its start lag, and restarts the reload from the new PUT (a second reload in DeviceState.Reloads and the
+	// log), as the real API may: it documents no 409 for that. Without it the simulator answers 409.
+	FaultConcurrentReloadAccepted FaultKind = "concurrent_reload_accepted"
+	// FaultRefused answers requests of Op (empty: every PUT and POST) with Status (a 4xx, default 403) and Message
+	// in the API's JSON error body; Count limits it as for server_error. Nothing changes on the device. Faults of
+	// one device with different Ops are kept side by side.
+	FaultRefused FaultKind = "refused"
 )
 
 // FaultKinds returns every fault kind.
 func FaultKinds() []FaultKind {
 	return []FaultKind{FaultServerError, FaultRateLimitStorm, FaultStuckReload, FaultStuckReloadOff,
-		FaultFailedReload, FaultIgnoredShutdown, FaultVanishedDevice, FaultDelayedTagWrites, FaultStaleList}
+		FaultFailedReload, FaultIgnoredShutdown, FaultVanishedDevice, FaultDelayedTagWrites, FaultStaleList,
+		FaultSlowAnswers, FaultReloadStartLag, FaultConcurrentReloadAccepted, FaultRefused}
 }
 
 // Fault is an injected failure. Fault durations are clock time and are not divided by the time scale.
@@ -52,13 +76,22 @@ type Fault struct {
 	DeviceID int32 `json:"deviceId,omitempty"`
 	// For is how long the fault lasts from SetFault; 0 means until cleared.
 	For time.Duration `json:"for,omitempty"`
-	// Count limits a server_error or rate_limit_storm to that many requests; 0 means no limit. Faults reports the
-	// requests left.
+	// Count limits a server_error, rate_limit_storm or refused to that many requests; 0 means no limit. Faults
+	// reports the requests left.
 	Count int `json:"count,omitempty"`
-	// Status is the 5xx status of a server_error; 0 means 502.
+	// Status is the 5xx status of a server_error (0 means 502) or the 4xx status of a refused (0 means 403).
 	Status int `json:"status,omitempty"`
-	// Delay is how long a delayed tag write stays invisible; it must be positive for delayed_tag_writes.
+	// Delay is how long a delayed tag write stays invisible, the shortest round trip of a slow answer, or a
+	// reload's start lag. delayed_tag_writes and slow_answers need Delay or MaxDelay positive, reload_start_lag a
+	// positive Delay.
 	Delay time.Duration `json:"delay,omitempty"`
+	// MaxDelay, for delayed_tag_writes and slow_answers, makes each delay random in [Delay, MaxDelay]; 0 means
+	// exactly Delay. It must not be below Delay.
+	MaxDelay time.Duration `json:"maxDelay,omitempty"`
+	// Op is the operation a refused fault refuses; empty means every PUT and POST.
+	Op Operation `json:"op,omitempty"`
+	// Message is the message of a refused fault's error body; empty means the API's usual text for Status.
+	Message string `json:"message,omitempty"`
 	// MaxAge is the oldest snapshot a stale_list serves; it must be positive for stale_list.
 	MaxAge time.Duration `json:"maxAge,omitempty"`
 }
@@ -81,44 +114,113 @@ func (f Fault) validate() error {
 	if !slices.Contains(FaultKinds(), f.Kind) {
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalidFault, f.Kind)
 	}
-	if f.DeviceID < 0 || f.For < 0 || f.Count < 0 || f.Delay < 0 || f.MaxAge < 0 {
+	if f.DeviceID < 0 || f.For < 0 || f.Count < 0 || f.Delay < 0 || f.MaxDelay < 0 || f.MaxAge < 0 {
 		return fmt.Errorf("%w: negative field in %+v", ErrInvalidFault, f)
 	}
-	if f.Count > 0 && f.Kind != FaultServerError && f.Kind != FaultRateLimitStorm {
-		return fmt.Errorf("%w: count applies only to %s and %s", ErrInvalidFault, FaultServerError, FaultRateLimitStorm)
+	if err := f.validateApplies(); err != nil {
+		return err
 	}
 	switch {
 	case f.Kind == FaultServerError && f.Status != 0 && (f.Status < 500 || f.Status > 599):
 		return fmt.Errorf("%w: status %d is not a 5xx", ErrInvalidFault, f.Status)
-	case f.Kind != FaultServerError && f.Status != 0:
-		return fmt.Errorf("%w: status applies only to %s", ErrInvalidFault, FaultServerError)
-	case f.Kind == FaultDelayedTagWrites && f.Delay == 0:
+	case f.Kind == FaultRefused && f.Status != 0 && (f.Status < 400 || f.Status > 499):
+		return fmt.Errorf("%w: status %d is not a 4xx", ErrInvalidFault, f.Status)
+	case (f.Kind == FaultDelayedTagWrites || f.Kind == FaultSlowAnswers) && f.Delay == 0 && f.MaxDelay == 0:
+		return fmt.Errorf("%w: %s needs a positive delay or maxDelay", ErrInvalidFault, f.Kind)
+	case f.MaxDelay != 0 && f.MaxDelay < f.Delay:
+		return fmt.Errorf("%w: maxDelay %s is below delay %s", ErrInvalidFault, f.MaxDelay, f.Delay)
+	case f.Kind == FaultReloadStartLag && f.Delay == 0:
 		return fmt.Errorf("%w: %s needs a positive delay", ErrInvalidFault, f.Kind)
-	case f.Kind != FaultDelayedTagWrites && f.Delay != 0:
-		return fmt.Errorf("%w: delay applies only to %s", ErrInvalidFault, FaultDelayedTagWrites)
 	case f.Kind == FaultStaleList && f.MaxAge == 0:
 		return fmt.Errorf("%w: %s needs a positive maxAge", ErrInvalidFault, f.Kind)
-	case f.Kind != FaultStaleList && f.MaxAge != 0:
-		return fmt.Errorf("%w: maxAge applies only to %s", ErrInvalidFault, FaultStaleList)
+	case f.Op != "" && (f.Op == OpUnknown || !slices.ContainsFunc(apiRoutes(), func(r route) bool { return r.op == f.Op })):
+		return fmt.Errorf("%w: unknown op %q", ErrInvalidFault, f.Op)
 	}
 	return nil
 }
 
-// SetFault installs f from now on, replacing a fault of the same kind and device. It returns an error wrapping
+// validateApplies refuses fields set on a kind they do not apply to.
+func (f Fault) validateApplies() error {
+	fields := []struct {
+		name  string
+		set   bool
+		kinds []FaultKind
+	}{
+		{"count", f.Count != 0, []FaultKind{FaultServerError, FaultRateLimitStorm, FaultRefused}},
+		{"status", f.Status != 0, []FaultKind{FaultServerError, FaultRefused}},
+		{"delay", f.Delay != 0, []FaultKind{FaultDelayedTagWrites, FaultSlowAnswers, FaultReloadStartLag}},
+		{"maxDelay", f.MaxDelay != 0, []FaultKind{FaultDelayedTagWrites, FaultSlowAnswers}},
+		{"maxAge", f.MaxAge != 0, []FaultKind{FaultStaleList}},
+		{"op", f.Op != "", []FaultKind{FaultRefused}},
+		{"message", f.Message != "", []FaultKind{FaultRefused}},
+	}
+	for _, fl := range fields {
+		if fl.set && !slices.Contains(fl.kinds, f.Kind) {
+			return fmt.Errorf("%w: %s applies only to %v", ErrInvalidFault, fl.name, fl.kinds)
+		}
+	}
+	return nil
+}
+
+// withDefaults fills in the defaults of the fields Faults reports.
+func (f Fault) withDefaults() Fault {
+	switch f.Kind {
+	case FaultServerError:
+		if f.Status == 0 {
+			f.Status = http.StatusBadGateway
+		}
+	case FaultRefused:
+		if f.Status == 0 {
+			f.Status = http.StatusForbidden
+		}
+		if f.Message == "" {
+			f.Message = refusalMessage(f.Status)
+		}
+	}
+	return f
+}
+
+// refusalMessage is the API's usual message for a 4xx: Hivelocity's API is a Flask application, whose framework
+// (werkzeug) answers with these descriptions unless the handler gives its own.
+func refusalMessage(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "The browser (or proxy) sent a request that this server could not understand."
+	case http.StatusForbidden:
+		return "You don't have the permission to access the requested resource. It is either read-protected or not readable by the server."
+	case http.StatusNotFound:
+		return msgURLNotFound
+	case http.StatusConflict:
+		return "A conflict happened while processing the request. The resource might have been modified while the request was being processed."
+	case http.StatusUnprocessableEntity:
+		return "The request was well-formed but was unable to be followed due to semantic errors."
+	}
+	return http.StatusText(status)
+}
+
+// randomDelay draws a delay uniformly from [f.Delay, f.MaxDelay], or returns f.Delay without a MaxDelay.
+func (f Fault) randomDelay() time.Duration {
+	if f.MaxDelay <= f.Delay {
+		return f.Delay
+	}
+	return f.Delay + rand.N(f.MaxDelay-f.Delay+1)
+}
+
+// SetFault installs f from now on, replacing a fault of the same kind and device (and, for refused, Op). It returns an error wrapping
 // ErrInvalidFault, and changes nothing, if the kind is unknown, a field is negative, or a field does not apply to
 // the kind (see Fault).
 func (s *Simulator) SetFault(f Fault) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if f.Kind == FaultServerError && f.Status == 0 {
-		f.Status = 502
-	}
+	f = f.withDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	s.advanceAll(now)
-	s.dropFault(f.Kind, f.DeviceID)
+	s.faults = slices.DeleteFunc(s.faults, func(g *activeFault) bool {
+		return g.Kind == f.Kind && g.DeviceID == f.DeviceID && g.Op == f.Op
+	})
 	s.reanchorHeld(now)
 	af := &activeFault{Fault: f, setAt: now}
 	if f.For > 0 {
@@ -132,8 +234,8 @@ func (s *Simulator) SetFault(f Fault) error {
 	return nil
 }
 
-// ClearFault removes the fault of the given kind and device (0: the all-devices fault) and reports whether there
-// was one. A reload step a stuck fault held past its time happens now: a held installer boots now and runs its
+// ClearFault removes the faults of the given kind and device (0: the all-devices faults; for refused, of every
+// Op) and reports whether there was one. A reload step a stuck fault held past its time happens now: a held installer boots now and runs its
 // full time, a held end is now.
 func (s *Simulator) ClearFault(kind FaultKind, deviceID int32) bool {
 	s.mu.Lock()
@@ -235,11 +337,37 @@ func (s *Simulator) takeRequestFault(kind FaultKind, id int32, now time.Time) *a
 	if f == nil || f.Count == 0 {
 		return f
 	}
+	s.useCount(f)
+	return f
+}
+
+// useCount uses up one of f's count and removes f when none is left. Callers hold s.mu.
+func (s *Simulator) useCount(f *activeFault) {
 	f.Count--
 	if f.Count == 0 {
-		s.dropFault(f.Kind, f.DeviceID)
+		s.faults = slices.DeleteFunc(s.faults, func(g *activeFault) bool { return g == f })
 	}
-	return f
+}
+
+// takeRefusal returns the refused fault that answers a request of op (with method) naming device id (0: none) at
+// now, preferring one scoped to the device, and uses up one of its count. Callers hold s.mu.
+func (s *Simulator) takeRefusal(op Operation, method string, id int32, now time.Time) *activeFault {
+	var match *activeFault
+	for _, f := range s.faults {
+		if f.Kind != FaultRefused || !f.activeAt(now) || (f.DeviceID != 0 && f.DeviceID != id) {
+			continue
+		}
+		if f.Op == "" && method != http.MethodPut && method != http.MethodPost || f.Op != "" && f.Op != op {
+			continue
+		}
+		if match == nil || match.DeviceID == 0 && f.DeviceID != 0 {
+			match = f
+		}
+	}
+	if match != nil && match.Count > 0 {
+		s.useCount(match)
+	}
+	return match
 }
 
 // staleList applies a stale_list fault to the current list: the whole list from the snapshot, or one device's

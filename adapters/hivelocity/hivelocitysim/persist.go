@@ -47,7 +47,7 @@ func (s *Simulator) Snapshot() State {
 	return st
 }
 
-// Restore replaces the simulator's devices, products and SSH keys with st's. It returns an error wrapping
+// Restore replaces the simulator's devices, products and SSH keys with st's; each device's history starts anew. It returns an error wrapping
 // ErrInvalidState, and changes nothing, if a device fails Seed's checks (a device may be restored reloading) or
 // an ID appears twice.
 func (s *Simulator) Restore(st State) error {
@@ -82,6 +82,11 @@ func (s *Simulator) Restore(st State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.devices, s.products, s.sshKeys = devices, products, keys
+	s.journals = map[int32]*journal{}
+	now := s.clock.Now()
+	for _, d := range devices {
+		s.startJournal(d, now)
+	}
 	s.logger.Info("state restored", "devices", len(devices), "products", len(products), "ssh_keys", len(keys))
 	return nil
 }

@@ -25,10 +25,12 @@ const (
 	OpUnknown Operation = "Unknown"
 )
 
-// Request is one API request (admin requests are not logged), recorded when it was answered.
+// Request is one API request (admin requests are not logged), recorded when it was applied.
 type Request struct {
-	// Seq numbers requests from 1 in the order they were answered; it keeps counting across ResetRequests.
-	Seq    int64     `json:"seq"`
+	// Seq numbers requests from 1 in the order they were applied; it keeps counting across ResetRequests.
+	Seq int64 `json:"seq"`
+	// Time is when the request was applied: under a slow_answers fault, after its wait before and before its wait
+	// after.
 	Time   time.Time `json:"time"`
 	Method string    `json:"method"`
 	// Path is the API path without the /api/v2 prefix, e.g. /device/17/tags.
@@ -39,6 +41,8 @@ type Request struct {
 	DeviceID int32 `json:"deviceId,omitempty"`
 	// KeyID identifies the X-API-KEY sent (see KeyID), valid or not; empty if none was sent.
 	KeyID string `json:"keyId,omitempty"`
+	// UserAgent is the User-Agent header sent.
+	UserAgent string `json:"userAgent,omitempty"`
 	// Status is the HTTP status of the answer.
 	Status int `json:"status"`
 	// Fault is the fault that shaped the answer, if any.
@@ -49,6 +53,27 @@ type Request struct {
 	Tags []string `json:"tags"`
 	// PowerAction is the action of a POST /device/{id}/power.
 	PowerAction PowerAction `json:"powerAction,omitempty"`
+	// Previous is, for a tag write (a PUT /device/{id}/tags or a reload PUT that was accepted), the write it
+	// replaced: the device's latest tag write at that moment, visible or still delayed by delayed_tag_writes.
+	Previous *PreviousWrite `json:"previous,omitempty"`
+}
+
+// PreviousWrite is a device's latest tag write as a new write found it.
+type PreviousWrite struct {
+	// Tags is the list that write sent.
+	Tags []string `json:"tags"`
+	// Seq is the request that made it; 0 for the tags the device was seeded or restored with.
+	Seq int64 `json:"seq,omitempty"`
+	// Time is when it was applied (for seeded tags, when the device was seeded or restored).
+	Time time.Time `json:"time"`
+	// UserAgent and KeyID are those of the request that made it; empty for seeded tags.
+	UserAgent string `json:"userAgent,omitempty"`
+	KeyID     string `json:"keyId,omitempty"`
+}
+
+func (p PreviousWrite) clone() PreviousWrite {
+	p.Tags = cloneTags(p.Tags)
+	return p
 }
 
 // ReloadCall is the body of a reload PUT and what became of it.
@@ -60,9 +85,15 @@ type ReloadCall struct {
 	PublicSSHKeyID int32    `json:"publicSshKeyId,omitempty"`
 	ForceReload    bool     `json:"forceReload,omitempty"`
 	SkipPowerCheck bool     `json:"skipPowerCheck,omitempty"`
-	// Started reports whether a reload started (false for refused PUTs and for PUTs that changed nothing without
-	// forceReload, which only replace the tags).
+	// Started reports whether a reload was accepted: it began at once or, under reload_start_lag, begins at
+	// BeginsAt. It is false for refused PUTs and for PUTs that changed nothing without forceReload, which only
+	// replace the tags.
 	Started bool `json:"started"`
+	// BeginsAt is when an accepted reload begins (the device goes OFF and reports isReload); later than the
+	// request's Time only under reload_start_lag.
+	BeginsAt time.Time `json:"beginsAt,omitzero"`
+	// Restart reports that the reload replaced one running or in its start lag (concurrent_reload_accepted).
+	Restart bool `json:"restart,omitempty"`
 }
 
 func (r Request) clone() Request {
@@ -73,6 +104,10 @@ func (r Request) clone() Request {
 	}
 	if r.Tags != nil {
 		r.Tags = slices.Clone(r.Tags)
+	}
+	if r.Previous != nil {
+		p := r.Previous.clone()
+		r.Previous = &p
 	}
 	return r
 }
@@ -109,9 +144,14 @@ func (s *Simulator) ResetRequests() {
 	s.requests = nil
 }
 
-// record appends r to the log, numbering it. Callers hold s.mu.
-func (s *Simulator) record(r Request) {
+// nextSeq numbers a request about to be applied. Callers hold s.mu until they record it, so that log order is the
+// order in which requests were applied.
+func (s *Simulator) nextSeq() int64 {
 	s.seq++
-	r.Seq = s.seq
+	return s.seq
+}
+
+// record appends r, numbered by nextSeq, to the log. Callers hold s.mu.
+func (s *Simulator) record(r Request) {
 	s.requests = append(s.requests, r)
 }

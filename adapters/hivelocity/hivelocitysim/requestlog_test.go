@@ -31,18 +31,20 @@ func TestRequestLog(t *testing.T) {
 	do(t, http.MethodGet, e.srv.URL+"/nowhere", testKey, nil)
 
 	key, stolen := hivelocitysim.KeyID(testKey), hivelocitysim.KeyID("stolen")
+	const ua, raw = "Swagger-Codegen/1.0.0/go", "Go-http-client/1.1" // the official client's and net/http's
 	wantReload := &hivelocitysim.ReloadCall{Hostname: "node-1.example.com", OSName: "Ubuntu 22.x",
 		Tags: []string{"owner=pool-a"}, Script: "#cloud-config\n", ForceReload: true}
 	started := *wantReload
-	started.Started = true
+	started.Started, started.BeginsAt = true, epoch.Add(time.Second)
+	seeded := &hivelocitysim.PreviousWrite{Tags: []string{}, Time: epoch}
 	want := []hivelocitysim.Request{
-		{Seq: 1, Time: epoch, Method: "GET", Path: "/bare-metal-devices/", Op: hivelocitysim.OpListDevices, KeyID: key, Status: 200},
-		{Seq: 2, Time: epoch.Add(time.Second), Method: "GET", Path: "/device/7", Op: hivelocitysim.OpGetDeviceDump, DeviceID: 7, KeyID: stolen, Status: 401},
-		{Seq: 3, Time: epoch.Add(time.Second), Method: "PUT", Path: "/bare-metal-devices/7", Op: hivelocitysim.OpReloadDevice, DeviceID: 7, KeyID: key, Status: 200, Reload: &started},
-		{Seq: 4, Time: epoch.Add(time.Second), Method: "PUT", Path: "/bare-metal-devices/8", Op: hivelocitysim.OpReloadDevice, DeviceID: 8, KeyID: key, Status: 400, Reload: wantReload},
-		{Seq: 5, Time: epoch.Add(time.Second), Method: "PUT", Path: "/device/8/tags", Op: hivelocitysim.OpPutTags, DeviceID: 8, KeyID: key, Status: 200, Tags: []string{}},
-		{Seq: 6, Time: epoch.Add(time.Second), Method: "POST", Path: "/device/8/power", Query: "action=shutdown", Op: hivelocitysim.OpPostPower, DeviceID: 8, KeyID: key, Status: 202, PowerAction: hivelocitysim.PowerShutdown},
-		{Seq: 7, Time: epoch.Add(time.Second), Method: "GET", Path: "/nowhere", Op: hivelocitysim.OpUnknown, KeyID: key, Status: 404},
+		{Seq: 1, Time: epoch, Method: "GET", Path: "/bare-metal-devices/", Op: hivelocitysim.OpListDevices, KeyID: key, UserAgent: ua, Status: 200},
+		{Seq: 2, Time: epoch.Add(time.Second), Method: "GET", Path: "/device/7", Op: hivelocitysim.OpGetDeviceDump, DeviceID: 7, KeyID: stolen, UserAgent: ua, Status: 401},
+		{Seq: 3, Time: epoch.Add(time.Second), Method: "PUT", Path: "/bare-metal-devices/7", Op: hivelocitysim.OpReloadDevice, DeviceID: 7, KeyID: key, UserAgent: ua, Status: 200, Reload: &started, Previous: seeded},
+		{Seq: 4, Time: epoch.Add(time.Second), Method: "PUT", Path: "/bare-metal-devices/8", Op: hivelocitysim.OpReloadDevice, DeviceID: 8, KeyID: key, UserAgent: ua, Status: 400, Reload: wantReload},
+		{Seq: 5, Time: epoch.Add(time.Second), Method: "PUT", Path: "/device/8/tags", Op: hivelocitysim.OpPutTags, DeviceID: 8, KeyID: key, UserAgent: ua, Status: 200, Tags: []string{}, Previous: seeded},
+		{Seq: 6, Time: epoch.Add(time.Second), Method: "POST", Path: "/device/8/power", Query: "action=shutdown", Op: hivelocitysim.OpPostPower, DeviceID: 8, KeyID: key, UserAgent: ua, Status: 202, PowerAction: hivelocitysim.PowerShutdown},
+		{Seq: 7, Time: epoch.Add(time.Second), Method: "GET", Path: "/nowhere", Op: hivelocitysim.OpUnknown, KeyID: key, UserAgent: raw, Status: 404},
 	}
 	got := e.sim.Requests()
 	require.Equal(t, want, got)

@@ -22,7 +22,8 @@
 // Time is read from the clock in Options and state is derived lazily from timestamps: a reload started at t is
 // RELOADING with power OFF until t+ReloadPoweredOff, RELOADING with power ON (the installer runs) until
 // t+ReloadPoweredOff+ReloadPoweredOn, then IN_USE with power ON. A test that steps a fake clock sees the new state
-// on its next read, with no goroutines or sleeps involved. All methods are safe for concurrent use.
+// on its next read, with no goroutines or sleeps involved. Only the slow_answers fault waits, on the clock when it
+// can sleep (a fake clock's waiters are released by stepping it). All methods are safe for concurrent use.
 package hivelocitysim
 
 import (
@@ -109,7 +110,9 @@ func DocumentedRateLimit() RateLimit {
 // (every request is refused until SetAPIKeys), no rate limit, DefaultProducts, no SSH keys, logs discarded.
 type Options struct {
 	// Clock is the time source; nil means the real clock. Tests pass a k8s.io/utils/clock/testing fake clock. The
-	// simulator only reads the time (state is derived from timestamps, no timers), so a PassiveClock suffices.
+	// simulator only reads the time (state is derived from timestamps, no timers), so a PassiveClock suffices,
+	// except for the waits of the slow_answers fault: they use the clock's NewTimer if it has one (clock.Clock),
+	// else real time.
 	Clock clock.PassiveClock
 	// TimeScale divides every Durations value: 100 makes a 10-minute reload take 6 seconds. A value that is not
 	// positive and finite means 1.
@@ -149,6 +152,7 @@ type Simulator struct {
 	faults    []*activeFault
 	requests  []Request
 	seq       int64
+	journals  map[int32]*journal
 }
 
 // New returns a simulator with no devices. Products and SSH keys in opts are taken as given; SetProducts and
@@ -165,6 +169,7 @@ func New(opts Options) *Simulator {
 		devices:   map[int32]*DeviceState{},
 		products:  map[int32]Product{},
 		sshKeys:   map[int32]SSHKey{},
+		journals:  map[int32]*journal{},
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}

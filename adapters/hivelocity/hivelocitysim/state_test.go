@@ -58,7 +58,7 @@ func TestReloadStateIsVisibleInProcess(t *testing.T) {
 	st := e.state(t, 7)
 	require.True(t, st.IsReload)
 	require.Equal(t, &hivelocitysim.Reload{
-		OSName: "Ubuntu 22.x", Hostname: "node-1.example.com", Started: epoch,
+		OSName: "Ubuntu 22.x", Hostname: "node-1.example.com", Script: "#cloud-config\n", Started: epoch,
 		PowerOnAt: epoch.Add(time.Minute), DoneAt: epoch.Add(5 * time.Minute),
 	}, st.Reload)
 }
