@@ -63,6 +63,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "provisioning-poll-interval", o.PollInterval, "how soon a pool whose devices are changing is looked at again")
 	fs.DurationVar(&o.StatusInterval, "status-interval", o.StatusInterval, "first wait between status reads of an installing device (doubles, up to 8 times)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long a device may ignore a shutdown before its reload is forced")
+	fs.DurationVar(&o.RefusalBackoff, "refusal-backoff", o.RefusalBackoff, "how long a device whose call Hivelocity refused (4xx) is left alone; doubles with each refusal in a row")
+	fs.DurationVar(&o.RefusalBackoffMax, "refusal-backoff-max", o.RefusalBackoffMax, "the longest a refused device is left alone")
+	fs.IntVar(&o.RefusalLimit, "refusals-before-unhealthy", o.RefusalLimit, "refusals in a row after which the pool reports Health=False naming the device")
 }
 
 // Check returns every option that cannot work, in one error.

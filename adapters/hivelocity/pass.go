@@ -29,9 +29,11 @@ type pass struct {
 	apiErr     error      // the first failure talking to Hivelocity
 	blocked    error      // a prerequisite the pool lacks (SSH key, OS)
 	remediated []remediation
-	wake       time.Time // the earliest time something is due; zero: nothing is
-	busy       bool      // devices are changing: come back after PollInterval at the latest
-	inFlight   bool      // reloads are running: come back when the list may show one ending
+	// held counts the failed devices remediation holds back (MaxUnhealthy); inRemediation those being taken out.
+	held, inRemediation int
+	wake                time.Time // the earliest time something is due; zero: nothing is
+	busy                bool      // devices are changing: come back after PollInterval at the latest
+	inFlight            bool      // reloads are running: come back when the list may show one ending
 }
 
 func (p *pass) now() time.Time { return p.r.clock.Now() }
@@ -45,7 +47,8 @@ func (p *pass) run(ctx context.Context) (adapter.Outcome, error) {
 		return p.outcome(ctx)
 	}
 	p.remediate(ctx)
-	pl := decide(p.pool.Replicas, p.members)
+	p.noteStopping()
+	pl := decide(limitsOf(p.pool, len(p.spares) > 0), p.members)
 	p.release(ctx, pl.release)
 	p.progress(ctx, pl)
 	if !p.finalizing {

@@ -21,7 +21,18 @@ const (
 	DefaultOSName                  = "Ubuntu 22.04"
 	DefaultReloadTimeoutPoweredOff = 10 * time.Minute
 	DefaultReloadTimeoutPoweredOn  = 40 * time.Minute
+	// DefaultMaxUnavailable and DefaultMaxSurge roll a spec change one device at a time on the pool's own
+	// devices: bare metal has no spare capacity by default.
+	DefaultMaxUnavailable = 1
+	DefaultMaxSurge       = 0
+	// DefaultMaxUnhealthy takes one device out at a time: a wipe is irreversible, and a burst of failures is
+	// more likely a broken spec or a Hivelocity incident than broken machines.
+	DefaultMaxUnhealthy = 1
 )
+
+// maxGen is the slot generation a pool's host names are checked with: a slot whose devices were replaced more
+// often than that may outgrow a DNS label with a long pool name, and its reload is then refused.
+const maxGen = 999
 
 // ErrInvalidSpec is wrapped by poolOf for a pool the provisioner cannot act on.
 var ErrInvalidSpec = errors.New("invalid node pool spec")
@@ -39,6 +50,10 @@ type Pool struct {
 	// OffTimeout and OnTimeout bound a reload: powered off (the installer has not booted) and powered on
 	// (installing).
 	OffTimeout, OnTimeout time.Duration
+	// MaxUnavailable is how many of Replicas a roll or a replacement may take down at once; MaxSurge how many
+	// devices beyond Replicas a roll may claim first; MaxUnhealthy how many devices may be in remediation at
+	// once. All resolved against Replicas.
+	MaxUnavailable, MaxSurge, MaxUnhealthy int
 	// Spec is the hash of what a reload installs (OS, SSH key, user data): a device whose spec tag differs is
 	// re-provisioned.
 	Spec string
@@ -73,6 +88,9 @@ func poolOf(obj *adapter.Object, defaultDomain string) (Pool, error) {
 			return p, fmt.Errorf("%w: remediation.reload_timeout_powered_on: %w", ErrInvalidSpec, err)
 		}
 	}
+	if err := p.limits(spec); err != nil {
+		return p, err
+	}
 	p.Spec = specHash(p.OSName, p.SSHKeyName, p.Userdata)
 	switch {
 	case p.Replicas < 0:
@@ -81,10 +99,78 @@ func poolOf(obj *adapter.Object, defaultDomain string) (Pool, error) {
 		return p, fmt.Errorf("%w: platform.hivelocity needs device_type and region", ErrInvalidSpec)
 	case p.Cluster == "" || p.ClusterID == "":
 		return p, fmt.Errorf("%w: the pool's cluster is unknown", ErrInvalidSpec)
-	case !hvclient.ValidHostname(p.Hostname(p.Replicas)):
-		return p, fmt.Errorf("%w: %q is not a valid host name", ErrInvalidSpec, p.Hostname(p.Replicas))
+	case !hvclient.ValidHostname(p.Hostname(p.Replicas+p.MaxSurge, maxGen)):
+		return p, fmt.Errorf("%w: %q is not a valid host name", ErrInvalidSpec, p.Hostname(p.Replicas+p.MaxSurge, maxGen))
 	}
 	return p, nil
+}
+
+// limits resolves max_unavailable, max_surge and remediation.max_unhealthy against the replicas as Kubernetes
+// resolves a Deployment's and a MachineHealthCheck's: unavailable rounds down but is at least 1 when the surge
+// comes to 0, surge rounds up, unhealthy rounds down but is at least 1 (a number 0 remediates none).
+func (p *Pool) limits(spec api.NodePoolSpec) error {
+	var unhealthy json.Marshaler
+	if spec.Remediation != nil && spec.Remediation.MaxUnhealthy != nil {
+		unhealthy = spec.Remediation.MaxUnhealthy
+	}
+	var surge, unavailable json.Marshaler
+	if spec.MaxSurge != nil {
+		surge = spec.MaxSurge
+	}
+	if spec.MaxUnavailable != nil {
+		unavailable = spec.MaxUnavailable
+	}
+	var err error
+	if p.MaxSurge, _, err = scaled(surge, p.Replicas, DefaultMaxSurge, true); err != nil {
+		return fmt.Errorf("%w: max_surge: %w", ErrInvalidSpec, err)
+	}
+	var percent bool
+	if p.MaxUnavailable, percent, err = scaled(unavailable, p.Replicas, DefaultMaxUnavailable, false); err != nil {
+		return fmt.Errorf("%w: max_unavailable: %w", ErrInvalidSpec, err)
+	}
+	if p.MaxSurge == 0 && p.MaxUnavailable == 0 {
+		if !percent {
+			return fmt.Errorf("%w: max_unavailable and max_surge cannot both be 0", ErrInvalidSpec)
+		}
+		p.MaxUnavailable = 1
+	}
+	if p.MaxUnhealthy, percent, err = scaled(unhealthy, p.Replicas, DefaultMaxUnhealthy, false); err != nil {
+		return fmt.Errorf("%w: remediation.max_unhealthy: %w", ErrInvalidSpec, err)
+	}
+	if percent {
+		p.MaxUnhealthy = max(p.MaxUnhealthy, 1)
+	}
+	return nil
+}
+
+// scaled reads an integer-or-percentage field (nil: def) and resolves a percentage of replicas, rounding up or
+// down; percent says whether it was one.
+func scaled(v json.Marshaler, replicas, def int, up bool) (n int, percent bool, err error) {
+	if v == nil {
+		return def, false, nil
+	}
+	raw, err := v.MarshalJSON()
+	if err != nil {
+		return 0, false, err
+	}
+	if err := json.Unmarshal(raw, &n); err == nil {
+		if n < 0 {
+			return 0, false, fmt.Errorf("%d is negative", n)
+		}
+		return n, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, false, fmt.Errorf("%s is neither a number nor a percentage", raw)
+	}
+	pct, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if !strings.HasSuffix(s, "%") || err != nil || pct < 0 || pct > 100 {
+		return 0, false, fmt.Errorf("%q is not a percentage from 0%% to 100%%", s)
+	}
+	if up {
+		return (pct*replicas + 99) / 100, true, nil
+	}
+	return pct * replicas / 100, true, nil
 }
 
 func baseDomainOf(clusterSpec json.RawMessage) string {
@@ -115,9 +201,15 @@ func timeout(v *string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-// Hostname is the FQDN of the device in slot: <pool>-<slot>.<cluster>.<domain>.
-func (p Pool) Hostname(slot int) string {
-	return p.Name + "-" + strconv.Itoa(slot) + "." + p.Cluster + "." + p.Domain
+// Hostname is the FQDN of the device in slot at the slot's generation gen: <pool>-<slot>.<cluster>.<domain> for the
+// first, <pool>-<slot>-g<gen>.<cluster>.<domain> for each replacement of a device taken out (see KeyGen), so that a
+// replacement never inherits the name, and with it the node and certificates, of the machine it replaces.
+func (p Pool) Hostname(slot, gen int) string {
+	host := p.Name + "-" + strconv.Itoa(slot)
+	if gen > 0 {
+		host += "-g" + strconv.Itoa(gen)
+	}
+	return host + "." + p.Cluster + "." + p.Domain
 }
 
 // specHash is a short hash of what a reload installs; the fields are length-prefixed so that no two specs

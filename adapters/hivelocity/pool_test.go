@@ -2,6 +2,7 @@ package hivelocity
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,7 +57,7 @@ func TestPoolOf(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tt.wantHostname, got.Hostname(1))
+			require.Equal(t, tt.wantHostname, got.Hostname(1, 0))
 			require.Equal(t, tt.wantOS, got.OSName)
 			require.Equal(t, tt.wantOff, got.OffTimeout)
 			require.Equal(t, tt.wantOn, got.OnTimeout)
@@ -103,4 +104,49 @@ func TestResolveOS(t *testing.T) {
 			require.Equal(t, tt.got, got)
 		})
 	}
+}
+
+func TestPoolLimits(t *testing.T) {
+	const withDomain = `{"hosted_cluster":{"dns":{"base_domain":"prod.example.com"}}}`
+	spec := func(replicas int, extra string) string {
+		return fmt.Sprintf(`{"replicas":%d,"platform":{"hivelocity":{"device_type":"s1","region":"LAX2"}}%s}`, replicas, extra)
+	}
+	tests := []struct {
+		name                       string
+		spec                       string
+		wantUnavailable, wantSurge int
+		wantUnhealthy              int
+		wantErr                    bool
+	}{
+		{name: "defaults", spec: spec(5, ""), wantUnavailable: 1, wantSurge: 0, wantUnhealthy: 1},
+		{name: "numbers", spec: spec(5, `,"max_unavailable":2,"max_surge":1,"remediation":{"max_unhealthy":3}`), wantUnavailable: 2, wantSurge: 1, wantUnhealthy: 3},
+		{name: "unavailable rounds down", spec: spec(5, `,"max_unavailable":"50%"`), wantUnavailable: 2, wantUnhealthy: 1},
+		{name: "unavailable at least 1 without surge", spec: spec(3, `,"max_unavailable":"10%"`), wantUnavailable: 1, wantUnhealthy: 1},
+		{name: "unavailable may be 0 with surge", spec: spec(3, `,"max_unavailable":"10%","max_surge":"10%"`), wantUnavailable: 0, wantSurge: 1, wantUnhealthy: 1},
+		{name: "surge rounds up", spec: spec(5, `,"max_surge":"25%"`), wantUnavailable: 1, wantSurge: 2, wantUnhealthy: 1},
+		{name: "unhealthy percentage at least 1", spec: spec(3, `,"remediation":{"max_unhealthy":"10%"}`), wantUnavailable: 1, wantUnhealthy: 1},
+		{name: "unhealthy 0 remediates none", spec: spec(3, `,"remediation":{"max_unhealthy":0}`), wantUnavailable: 1, wantUnhealthy: 0},
+		{name: "both zero", spec: spec(3, `,"max_unavailable":0,"max_surge":0`), wantErr: true},
+		{name: "not a percentage", spec: spec(3, `,"max_surge":"lots"`), wantErr: true},
+		{name: "over 100%", spec: spec(3, `,"max_surge":"120%"`), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := poolOf(poolObject(tt.spec, withDomain), "nodes.example")
+			if tt.wantErr {
+				require.ErrorIs(t, err, ErrInvalidSpec)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantUnavailable, got.MaxUnavailable, "max_unavailable")
+			require.Equal(t, tt.wantSurge, got.MaxSurge, "max_surge")
+			require.Equal(t, tt.wantUnhealthy, got.MaxUnhealthy, "max_unhealthy")
+		})
+	}
+}
+
+func TestHostnameGenerations(t *testing.T) {
+	p := Pool{Name: "workers", Cluster: "prod", Domain: "example.com"}
+	require.Equal(t, "workers-3.prod.example.com", p.Hostname(3, 0))
+	require.Equal(t, "workers-3-g2.prod.example.com", p.Hostname(3, 2))
 }

@@ -11,28 +11,105 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
 )
 
-// remediate gives up on every device whose reload failed or ran past the pool's timeouts: it tags it
-// caphv-permanent-error=<why> and drops the provisioner's tags, which takes it out of the pool (and out of every
-// pool's reach until an operator removes the tag). fill then claims a replacement.
+// remediate takes out every device whose reload failed or ran past the pool's timeouts, at most MaxUnhealthy of
+// the pool's devices at once (counting those already being taken out): it tags the device with the permanent-error
+// value to write (KeyRemediate), which takes it out of the pool's slots so that fill claims a replacement, then
+// powers it off and wipes it (the release path), and marks it caphv-permanent-error once the wipe has ended and
+// its slot's replacement is provisioned under the slot's next generation (so that the generation, kept in the
+// tags, is never lost). The devices held back are counted for the report.
 func (p *pass) remediate(ctx context.Context) {
 	now := p.now()
-	gone := map[*member]bool{}
+	var stuck []*member
+	inRemediation := 0
 	for _, m := range p.members {
-		why, stuck := stuckWhy(m, now, p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince)
-		if !stuck || p.paused() {
+		if m.state == StateRemediating { // until it is marked, wiped or not
+			inRemediation++
 			continue
 		}
-		if err := p.write(ctx, m, permanentError(m.dev.Tags, why)); err != nil {
+		if _, ok := stuckWhy(m, now, p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince); ok {
+			stuck = append(stuck, m)
+		}
+	}
+	take, held := admit(p.pool.MaxUnhealthy, inRemediation, stuck)
+	p.mu.Lock()
+	p.held, p.inRemediation = len(held), inRemediation+len(take)
+	p.mu.Unlock()
+	for _, m := range take {
+		if p.paused() || p.backingOff(m) {
+			continue
+		}
+		why, _ := stuckWhy(m, now, p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince)
+		own := m.own
+		own.Remediate = why
+		if err := p.write(ctx, m, withOwnership(m.dev.Tags, own)); err != nil {
 			p.failed(err)
 			continue
 		}
-		p.r.log.Warn("device marked with a permanent error and replaced", slog.String("pool", p.pool.ID),
+		p.r.log.Warn("device taken out of the pool: it is powered off, wiped, marked and replaced", slog.String("pool", p.pool.ID),
 			slog.Int("device_id", int(m.dev.ID)), slog.Int("slot", m.own.Slot), slog.String("why", why))
+		m.state, m.since = StateRemediating, now
 		p.remediated = append(p.remediated, remediation{DeviceID: m.dev.ID, Slot: m.own.Slot,
 			Why: KeyPermanentError + "=" + why, At: now.UTC().Truncate(time.Second)})
-		gone[m] = true
 	}
-	p.members = dropMembers(p.members, gone)
+	for _, m := range slices.Clone(p.members) { // mark drops members
+		if m.state == StateRemediating && !p.paused() && !p.backingOff(m) {
+			p.takeOut(ctx, m)
+		}
+	}
+}
+
+// takeOut carries the remediation of m on: power off and wipe, then, once the wipe has ended (or failed, or got
+// stuck itself: the device is given up on either way) and the slot no longer needs its generation, the mark.
+func (p *pass) takeOut(ctx context.Context, m *member) {
+	switch {
+	case m.own.ReleaseAt.IsZero():
+		p.powerOffThen(ctx, m, p.wipe)
+		return
+	case !m.ended:
+		if why, stuck := stuckWhy(m, p.now(), p.pool.OffTimeout, p.pool.OnTimeout, p.r.notes.get(m.dev.ID).installingSince); stuck {
+			p.r.log.Warn("the wipe of a device taken out did not end: marking it anyway", slog.String("pool", p.pool.ID),
+				slog.Int("device_id", int(m.dev.ID)), slog.String("wipe", why))
+			break
+		}
+		p.waiting()
+		return
+	case !p.finalizing && m.own.Slot < p.pool.Replicas+p.pool.MaxSurge && !p.replaced(m):
+		p.changing() // the replacement's reload carries the next generation: mark once it has started
+		return
+	}
+	if err := p.write(ctx, m, permanentError(m.dev.Tags, m.own.Remediate)); err != nil {
+		p.failed(err)
+		return
+	}
+	p.r.log.Warn("device marked with a permanent error", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)),
+		slog.String("why", m.own.Remediate))
+	p.members = dropMembers(p.members, map[*member]bool{m: true})
+}
+
+// replaced reports whether m's slot holds a device provisioned at a later generation than m's.
+func (p *pass) replaced(m *member) bool {
+	return slices.ContainsFunc(p.members, func(o *member) bool {
+		return o != m && o.state != StateRemediating && o.own.Slot == m.own.Slot && o.own.Spec != "" && o.own.Gen > m.own.Gen
+	})
+}
+
+// genOf is the slot generation m is provisioned at: its own, or one past that of any device of its slot being
+// taken out.
+func (p *pass) genOf(m *member) int {
+	gen := m.own.Gen
+	for _, o := range p.members {
+		if o != m && o.state == StateRemediating && o.own.Slot == m.own.Slot {
+			gen = max(gen, o.own.Gen+1)
+		}
+	}
+	return gen
+}
+
+// noteStopping marks the outdated devices this replica asked to shut down: a roll counts them as down.
+func (p *pass) noteStopping() {
+	for _, m := range p.members {
+		m.stopping = m.state == StateOutdated && !p.r.notes.get(m.dev.ID).shutdownAt.IsZero()
+	}
 }
 
 // release carries the release of devices on: the ones the plan gives up, and the ones being wiped. A claimed
@@ -43,6 +120,9 @@ func (p *pass) release(ctx context.Context, ms []*member) {
 	for _, m := range ms {
 		if p.paused() {
 			return
+		}
+		if p.backingOff(m) {
+			continue
 		}
 		switch {
 		case !m.settled:
@@ -56,7 +136,7 @@ func (p *pass) release(ctx context.Context, ms []*member) {
 		}
 	}
 	for _, m := range slices.Clone(p.members) { // strip drops members
-		if m.state != StateReleasing || p.paused() {
+		if m.state != StateReleasing || p.paused() || p.backingOff(m) {
 			continue
 		}
 		if m.ended && !m.failed {
@@ -69,16 +149,19 @@ func (p *pass) release(ctx context.Context, ms []*member) {
 
 // progress carries on with the pool's kept devices: claimed ones are shut down and reloaded (by the replica that
 // claimed them, or by any once the claimer had time enough), reloaded ones that are off are booted, and the
-// plan's outdated device is re-provisioned.
+// plan's outdated devices are re-provisioned.
 func (p *pass) progress(ctx context.Context, pl plan) {
 	for _, m := range pl.keep {
 		if p.paused() {
 			return
 		}
+		if p.backingOff(m) {
+			continue
+		}
 		switch {
 		case m.state == StateClaimed && m.adopted:
 			p.powerOffThen(ctx, m, p.provision)
-		case m == pl.roll:
+		case slices.Contains(pl.roll, m):
 			p.powerOffThen(ctx, m, p.provision)
 		case m.state == StateOff && m.current:
 			p.boot(ctx, m)
@@ -102,10 +185,11 @@ func (p *pass) powerOffThen(ctx context.Context, m *member, next func(ctx contex
 	switch {
 	case asked.IsZero():
 		p.changing()
-		if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerShutdown); err != nil && !errors.Is(err, hvclient.ErrRejected) {
-			p.failed(err)
+		if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerShutdown); err != nil {
+			p.refusedOrFailed(m, callShutdown, err)
 			return
 		}
+		p.accepted(m)
 		p.r.devices.invalidate()
 		p.r.notes.update(m.dev.ID, now, func(n *notes) { n.shutdownAt = now })
 		p.wakeAt(now.Add(p.r.s.ShutdownTimeout))
@@ -133,14 +217,15 @@ func (p *pass) provision(ctx context.Context, m *member, skipPowerCheck bool) {
 	now := p.now()
 	own := m.own
 	own.Cluster, own.NodePool, own.Spec = p.pool.ClusterID, p.pool.ID, p.pool.Spec
-	own.ReloadAt, own.ReleaseAt = now.Truncate(time.Second), time.Time{}
-	r := hvclient.Reload{OSName: osName, Hostname: p.pool.Hostname(own.Slot), Script: p.pool.Userdata, SSHKeyID: keyID,
+	own.ReloadAt, own.ReleaseAt, own.Gen = now.Truncate(time.Second), time.Time{}, p.genOf(m)
+	r := hvclient.Reload{OSName: osName, Hostname: p.pool.Hostname(own.Slot, own.Gen), Script: p.pool.Userdata, SSHKeyID: keyID,
 		Tags: withOwnership(m.dev.Tags, own), SkipPowerCheck: skipPowerCheck}
 	p.reload(ctx, m, own, r, StateReloading)
 }
 
 // wipe starts the reload that releases m: no user data, no SSH key, a spare's hostname, and tags that keep the
-// device the pool's (so that no pool claims it mid-wipe) and say it is being released.
+// device the pool's (so that no pool claims it mid-wipe) and say it is being released — or, for a device being
+// taken out, keep its slot, generation and remediation tags.
 func (p *pass) wipe(ctx context.Context, m *member, skipPowerCheck bool) {
 	osName := m.dev.OSName
 	if osName == "" {
@@ -152,9 +237,13 @@ func (p *pass) wipe(ctx context.Context, m *member, skipPowerCheck bool) {
 	}
 	at := p.now().Truncate(time.Second)
 	own := Ownership{Cluster: m.own.Cluster, NodePool: m.own.NodePool, Slot: -1, ReloadAt: at, ReleaseAt: at}
+	state := StateReleasing
+	if m.own.Remediate != "" {
+		own.Slot, own.Gen, own.Remediate, state = m.own.Slot, m.own.Gen, m.own.Remediate, StateRemediating
+	}
 	r := hvclient.Reload{OSName: osName, Hostname: fmt.Sprintf("spare-%d.%s", m.dev.ID, p.r.s.BaseDomain),
 		Tags: withOwnership(m.dev.Tags, own), SkipPowerCheck: skipPowerCheck}
-	p.reload(ctx, m, own, r, StateReleasing)
+	p.reload(ctx, m, own, r, state)
 }
 
 // reload sends a reload and notes it, only under a claim this replica holds (see holds) and only if a read of
@@ -205,10 +294,11 @@ func (p *pass) reload(ctx context.Context, m *member, own Ownership, r hvclient.
 			p.failed(err)
 			return
 		}
-		p.r.log.Info("reload refused", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.Any("error", err))
+		p.refused(m, reloadCall(state), err)
 		p.r.devices.invalidate()
 		return
 	}
+	p.accepted(m)
 	now := p.now()
 	p.r.devices.invalidate()
 	p.r.notes.wrote(m.dev.ID, r.Tags, now, p.r.s.ClaimSettle)
@@ -270,10 +360,11 @@ func (p *pass) strip(ctx context.Context, m *member) {
 // boot powers on a provisioned device found off.
 func (p *pass) boot(ctx context.Context, m *member) {
 	p.changing()
-	if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerBoot); err != nil && !errors.Is(err, hvclient.ErrRejected) {
-		p.failed(err)
+	if err := p.r.api.Power(ctx, m.dev.ID, hvclient.PowerBoot); err != nil {
+		p.refusedOrFailed(m, callBoot, err)
 		return
 	}
+	p.accepted(m)
 	p.r.devices.invalidate()
 }
 
@@ -318,8 +409,12 @@ func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []str
 	}
 	start := p.now()
 	if err := p.r.api.SetTags(p.sendBy(rctx, sent.Add(p.r.s.claimGap())), m.dev.ID, tags); err != nil {
+		if errors.Is(err, hvclient.ErrRejected) {
+			p.refused(m, callTagWrite, err)
+		}
 		return err
 	}
+	p.accepted(m)
 	answered := p.now()
 	if rtt := answered.Sub(start); !budgetOf(p.r.s.ClaimSettle).Trusted(rtt) {
 		p.r.log.Info("tag write overran the claim budget", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.Duration("round_trip", rtt))

@@ -65,6 +65,11 @@ type Settings struct {
 	LookupTTL time.Duration
 	// ClaimConcurrency bounds the claims (and status GETs) one reconcile makes at once.
 	ClaimConcurrency int
+	// RefusalBackoff is how long a device whose call Hivelocity refused (a 4xx) is left alone; it doubles with
+	// each refusal in a row, up to RefusalBackoffMax. After RefusalLimit refusals in a row the pool reports
+	// Health=False naming the device, the call and Hivelocity's message.
+	RefusalBackoff, RefusalBackoffMax time.Duration
+	RefusalLimit                      int
 }
 
 // DefaultSettings returns the defaults: a 6 s claim settle (tag writes that show up to 1.8 s late, answers up to
@@ -72,7 +77,8 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{BaseDomain: "hyperfleet.internal", ClaimSettle: 6 * time.Second, ListTTL: 30 * time.Second,
 		PollInterval: 15 * time.Second, StatusInterval: 3 * time.Minute, ShutdownTimeout: 5 * time.Minute,
-		LookupTTL: 10 * time.Minute, ClaimConcurrency: 8}
+		LookupTTL: 10 * time.Minute, ClaimConcurrency: 8,
+		RefusalBackoff: 15 * time.Second, RefusalBackoffMax: 30 * time.Minute, RefusalLimit: 3}
 }
 
 // Check returns every setting that cannot work, in one error.
@@ -83,10 +89,14 @@ func (s Settings) Check() error {
 	}
 	for name, d := range map[string]time.Duration{"--claim-settle": s.ClaimSettle, "--device-list-ttl": s.ListTTL,
 		"--provisioning-poll-interval": s.PollInterval, "--status-interval": s.StatusInterval,
-		"--shutdown-timeout": s.ShutdownTimeout, "lookup TTL": s.LookupTTL} {
+		"--shutdown-timeout": s.ShutdownTimeout, "lookup TTL": s.LookupTTL, "--refusal-backoff": s.RefusalBackoff,
+		"--refusal-backoff-max": s.RefusalBackoffMax} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", name))
 		}
+	}
+	if s.RefusalLimit < 1 {
+		errs = append(errs, errors.New("--refusals-before-unhealthy must be at least 1"))
 	}
 	if s.ClaimConcurrency < 1 {
 		errs = append(errs, errors.New("claim concurrency must be at least 1"))
@@ -115,6 +125,8 @@ type Reconciler struct {
 	devices *deviceCache
 	lookups *lookups
 	notes   *tracker
+	// refused remembers the calls Hivelocity refused per device (see refusals).
+	refused *refusals
 }
 
 var _ adapter.Reconciler = (*Reconciler)(nil)
@@ -134,7 +146,7 @@ func NewReconciler(api API, s Settings, clk clock.WithTicker, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reconciler{api: api, s: s, clock: clk, log: log, notes: newTracker(),
+	return &Reconciler{api: api, s: s, clock: clk, log: log, notes: newTracker(), refused: newRefusals(),
 		devices: &deviceCache{list: api.ListDevices, clock: clk, ttl: s.ListTTL},
 		lookups: &lookups{api: api, clock: clk, ttl: s.LookupTTL}}, nil
 }

@@ -94,7 +94,8 @@ func (p *pass) summarize() summary {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := summary{Replicas: p.pool.Replicas, Finalizing: p.finalizing, Missing: p.missing, Spares: len(p.spares),
-		Skips: p.skips, Blocked: p.blocked, APIErr: p.apiErr, Spec: p.pool.Spec}
+		Skips: p.skips, Blocked: p.blocked, APIErr: p.apiErr, Spec: p.pool.Spec,
+		Held: p.held, InRemediation: p.inRemediation, MaxUnhealthy: p.pool.MaxUnhealthy, Refusals: p.refusalsOf()}
 	if p.snap == nil { // nothing could be seen: say what the last report said rather than nothing
 		for _, d := range p.last.devices {
 			s.Devices = append(s.Devices, d)
@@ -166,8 +167,9 @@ func (p *pass) requeue(s summary) time.Duration {
 	return d
 }
 
-// errorOf is the error the runtime reports in Health: a failure talking to Hivelocity, or a missing
-// prerequisite. A refusal of one action, or a device that vanished, is not one: the next pass sees why.
+// errorOf is the error the runtime reports in Health: a failure talking to Hivelocity, a missing prerequisite,
+// or calls for a device that Hivelocity refused RefusalLimit times in a row. A single refusal, or a device that
+// vanished, is not one: the device is left alone for its backoff and the next pass sees why.
 func (p *pass) errorOf(s summary) error {
 	err := s.APIErr
 	switch {
@@ -175,6 +177,9 @@ func (p *pass) errorOf(s summary) error {
 		return transient(err)
 	case s.Blocked != nil:
 		return transient(s.Blocked)
+	}
+	if err := escalated(s.Refusals, p.r.s.RefusalLimit); err != nil {
+		return adapter.Transient(ReasonCallRefused, err)
 	}
 	return nil
 }

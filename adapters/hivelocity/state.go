@@ -31,6 +31,9 @@ const (
 	StateOff        State = "off"        // reloaded, but powered off
 	StateFailed     State = "failed"     // the reload failed or is stuck: about to be marked and replaced
 	StateReleasing  State = "releasing"  // being wiped before it is untagged
+	// StateRemediating is a device that failed or got stuck being taken out: powered off, wiped, then marked
+	// caphv-permanent-error once its slot's replacement is provisioned.
+	StateRemediating State = "remediating"
 )
 
 // member is one device a pool owns, as this pass sees it.
@@ -48,8 +51,10 @@ type member struct {
 	adopted bool
 	// current is true when the device was reloaded with the pool's spec.
 	current bool
-	state   State
-	since   time.Time
+	// stopping is true while this replica waits for the device to power off for a roll: it counts as down.
+	stopping bool
+	state    State
+	since    time.Time
 }
 
 // observation is what is known of a device besides its tags: its power, a fresh status, and whether its last
@@ -72,6 +77,8 @@ func classify(own Ownership, spec string, ob observation) (state State, ended, f
 		ended = !reloading
 	}
 	switch {
+	case own.Remediate != "":
+		return StateRemediating, ended, failed
 	case !own.ReleaseAt.IsZero():
 		return StateReleasing, ended, failed
 	case own.Spec == "":
@@ -162,27 +169,42 @@ func outdatedFirst(s State) int {
 	return 1
 }
 
+// limits are what decide plans a pool against: its replicas and the bounds of its spec (see Pool), and whether
+// spares were seen (a surge needs them).
+type limits struct {
+	replicas, maxUnavailable, maxSurge int
+	spares                             bool
+}
+
+// limitsOf returns the pool's limits.
+func limitsOf(p Pool, spares bool) limits {
+	return limits{replicas: p.Replicas, maxUnavailable: p.MaxUnavailable, maxSurge: p.MaxSurge, spares: spares}
+}
+
 // plan is what a pass does to a pool's devices besides carrying on with running work.
 type plan struct {
-	// release are the devices to release, in order: losers of shared slots, then the excess over replicas.
+	// release are the devices to release, in order: losers of shared slots, the excess over replicas, and
+	// outdated devices a surge replaced.
 	release []*member
 	// keep are the devices the pool keeps, by slot.
 	keep []*member
-	// roll is the outdated device to re-provision now, if any.
-	roll *member
-	// slots are the slots to claim devices for (as many as are missing), lowest first.
+	// roll are the outdated devices to re-provision now, in place.
+	roll []*member
+	// slots are the slots to claim devices for (as many as are missing, and the surge), lowest first.
 	slots []int
 }
 
-// decide plans a pool of replicas from its devices (releasing ones aside). A slot shared by several devices is
-// kept by slotWinner's choice; the devices beyond replicas are released in releaseOrder; the missing ones are
-// claimed for the lowest free slots; and at most one outdated device is re-provisioned at a time (see rollPick).
-func decide(replicas int, ms []*member) plan {
+// decide plans a pool from its devices (those being released or taken out aside). A slot shared by several
+// devices is kept by slotWinner's choice; the devices beyond replicas are released in releaseOrder; the missing
+// ones are claimed for the lowest free slots. While devices are outdated, up to maxSurge extra devices are claimed
+// (when spares are seen), and an outdated device is released once the pool has replicas available devices
+// without it; otherwise outdated devices are re-provisioned in place, within maxUnavailable (see rollPick).
+func decide(l limits, ms []*member) plan {
 	var p plan
 	bySlot := map[int]*member{}
 	var losers []*member
 	for _, m := range ms {
-		if m.state == StateReleasing {
+		if m.state == StateReleasing || m.state == StateRemediating {
 			continue
 		}
 		if m.own.Slot < 0 {
@@ -205,42 +227,117 @@ func decide(replicas int, ms []*member) plan {
 	}
 	slices.SortFunc(p.keep, func(a, b *member) int { return cmp.Compare(a.own.Slot, b.own.Slot) })
 	p.release = releaseOrder(losers)
-	if excess := len(p.keep) - replicas; excess > 0 {
-		ordered := releaseOrder(p.keep)
-		p.release = append(p.release, ordered[:excess]...)
-		p.keep = slices.DeleteFunc(p.keep, func(m *member) bool { return slices.Contains(ordered[:excess], m) })
+	old := 0
+	for _, m := range p.keep {
+		if outdated(m) {
+			old++
+		}
 	}
-	for slot := 0; len(p.keep)+len(p.slots) < replicas; slot++ {
+	surge := 0
+	if l.spares || len(p.keep) > l.replicas {
+		surge = min(l.maxSurge, old)
+	}
+	if excess := len(p.keep) - (l.replicas + surge); excess > 0 {
+		p.drop(releaseOrder(p.keep)[:excess])
+	}
+	if surge > 0 {
+		p.drop(surplus(l.replicas, p.keep))
+	}
+	target := l.replicas + surge
+	for slot := 0; len(p.keep)+len(p.slots) < target; slot++ {
 		if _, used := bySlot[slot]; !used {
 			p.slots = append(p.slots, slot)
 		}
 	}
-	p.roll = rollPick(replicas, p.keep)
+	if surge == 0 {
+		p.roll = rollPick(l.replicas, l.maxUnavailable, p.keep)
+	}
 	return p
 }
 
-// rollPick chooses the outdated device to re-provision now so that the pool never has more than one device
-// unavailable for it: an outdated device that is powered off costs nothing and goes first; otherwise a running
-// one is taken down only when every kept device is ready and there are replicas of them. Ready devices go from the
-// highest slot down, as a StatefulSet rolls.
-func rollPick(replicas int, keep []*member) *member {
-	var pick *member
-	allReady := len(keep) >= replicas
+// drop moves ms from keep to release.
+func (p *plan) drop(ms []*member) {
+	p.release = append(p.release, ms...)
+	p.keep = slices.DeleteFunc(p.keep, func(m *member) bool { return slices.Contains(ms, m) })
+}
+
+// outdated reports whether m holds, or is being reloaded with, an earlier spec than the pool's.
+func outdated(m *member) bool { return m.state != StateClaimed && !m.current }
+
+// surplus returns the outdated devices a surge lets go: those beyond replicas, in release order, each only while
+// the pool keeps replicas available devices without it.
+func surplus(replicas int, keep []*member) []*member {
+	avail := 0
 	for _, m := range keep {
-		if m.state == StateOff && !m.current {
-			return m
-		}
-		if !available(m.state) {
-			allReady = false
-		}
-		if m.state == StateOutdated && (pick == nil || m.own.Slot > pick.own.Slot) {
-			pick = m
+		if available(m.state) && !m.stopping {
+			avail++
 		}
 	}
-	if !allReady {
-		return nil
+	var out []*member
+	extra := len(keep) - replicas
+	for _, m := range releaseOrder(keep) {
+		if extra == 0 {
+			break
+		}
+		if !outdated(m) {
+			continue
+		}
+		up := available(m.state) && !m.stopping
+		if up && avail-1 < replicas {
+			continue
+		}
+		if up {
+			avail--
+		}
+		out = append(out, m)
+		extra--
 	}
-	return pick
+	return out
+}
+
+// rollPick chooses the outdated devices to re-provision now so that the pool never has more than maxUnavailable
+// of its replicas down: outdated devices that are powered off (or being shut down for a roll) cost nothing more
+// and go first; then running ones, as long as fewer than replicas − maxUnavailable devices would be left
+// available. A device counts as down from the moment it is asked to shut down, and missing devices count as
+// down, so the next device waits until the previous one is ready again. Running devices go from the highest slot
+// down, as a StatefulSet rolls.
+func rollPick(replicas, maxUnavailable int, keep []*member) []*member {
+	var out, running []*member
+	avail := 0
+	for _, m := range keep {
+		switch {
+		case !outdated(m) && available(m.state):
+			avail++
+		case m.state == StateOff && !m.current, m.state == StateOutdated && m.stopping:
+			out = append(out, m)
+		case m.state == StateOutdated:
+			avail++
+			running = append(running, m)
+		}
+	}
+	slices.SortFunc(running, func(a, b *member) int { return cmp.Compare(b.own.Slot, a.own.Slot) })
+	budget := maxUnavailable - (replicas - avail)
+	for _, m := range running {
+		if budget <= 0 {
+			break
+		}
+		out = append(out, m)
+		budget--
+	}
+	return out
+}
+
+// admit splits the devices found stuck or failed into those remediation may take out now and those it holds
+// back: at most maxUnhealthy devices of a pool are in remediation at once, counting the inRemediation already
+// in it. Lower slots go first, so that every replica holds back the same devices.
+func admit(maxUnhealthy, inRemediation int, stuck []*member) (take, held []*member) {
+	ordered := slices.Clone(stuck)
+	slices.SortFunc(ordered, func(a, b *member) int {
+		return cmp.Or(cmp.Compare(slotOrder(a.own.Slot), slotOrder(b.own.Slot)), cmp.Compare(a.dev.ID, b.dev.ID))
+	})
+	room := max(maxUnhealthy-inRemediation, 0)
+	room = min(room, len(ordered))
+	return ordered[:room], ordered[room:]
 }
 
 // stuckWhy returns the value of the permanent-error tag for a device whose reload has failed or run past its

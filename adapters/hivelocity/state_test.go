@@ -117,69 +117,107 @@ func TestReleaseOrder(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	one := func(replicas int) limits { return limits{replicas: replicas, maxUnavailable: 1, spares: true} }
+	old := func(id int32, slot int, state State) *member {
+		m := dev(id, slot, state, 0)
+		m.current = false
+		return m
+	}
 	tests := []struct {
 		name        string
-		replicas    int
+		l           limits
 		ms          []*member
 		wantKeep    []int32
 		wantRelease []int32
 		wantSlots   []int
-		wantRoll    int32 // 0: none
+		wantRoll    []int32
 	}{
-		{name: "an empty pool claims the lowest slots", replicas: 3, wantKeep: []int32{}, wantRelease: []int32{}, wantSlots: []int{0, 1, 2}},
+		{name: "an empty pool claims the lowest slots", l: one(3), wantKeep: []int32{}, wantRelease: []int32{}, wantSlots: []int{0, 1, 2}, wantRoll: []int32{}},
 		{
-			name: "gaps are filled from the lowest slot", replicas: 4,
+			name: "gaps are filled from the lowest slot", l: one(4),
 			ms:       []*member{dev(1, 1, StateReady, 0), dev(2, 3, StateReady, 0)},
-			wantKeep: []int32{1, 2}, wantRelease: []int32{}, wantSlots: []int{0, 2},
+			wantKeep: []int32{1, 2}, wantRelease: []int32{}, wantSlots: []int{0, 2}, wantRoll: []int32{},
 		},
 		{
-			name: "scale down releases in release order", replicas: 2,
+			name: "scale down releases in release order", l: one(2),
 			ms:       []*member{dev(1, 0, StateReady, 0), dev(2, 1, StateReady, 0), dev(3, 2, StateReady, 0), dev(4, 3, StateInstalling, 0)},
-			wantKeep: []int32{1, 2}, wantRelease: []int32{4, 3},
+			wantKeep: []int32{1, 2}, wantRelease: []int32{4, 3}, wantRoll: []int32{},
 		},
 		{
-			name: "scale to zero", replicas: 0,
+			name: "scale to zero", l: one(0),
 			ms:       []*member{dev(1, 0, StateReady, 0), dev(2, 1, StateClaimed, 0)},
-			wantKeep: []int32{}, wantRelease: []int32{2, 1},
+			wantKeep: []int32{}, wantRelease: []int32{2, 1}, wantRoll: []int32{},
 		},
 		{
-			name: "a shared slot goes to the earlier claim", replicas: 2,
+			name: "a shared slot goes to the earlier claim", l: one(2),
 			ms:       []*member{dev(1, 0, StateReady, 0), dev(2, 1, StateClaimed, 5), dev(3, 1, StateClaimed, 3)},
-			wantKeep: []int32{1, 3}, wantRelease: []int32{2},
+			wantKeep: []int32{1, 3}, wantRelease: []int32{2}, wantRoll: []int32{},
 		},
 		{
-			name: "a shared slot goes to the reloaded device, however late its claim", replicas: 1,
+			name: "a shared slot goes to the reloaded device, however late its claim", l: one(1),
 			ms:       []*member{dev(2, 0, StateClaimed, 1), dev(3, 0, StateReloading, 9)},
-			wantKeep: []int32{3}, wantRelease: []int32{2},
+			wantKeep: []int32{3}, wantRelease: []int32{2}, wantRoll: []int32{},
 		},
 		{
-			name: "a device without a slot is released", replicas: 1,
+			name: "a device without a slot is released", l: one(1),
 			ms:       []*member{dev(1, 0, StateReady, 0), dev(2, -1, StateReady, 0)},
-			wantKeep: []int32{1}, wantRelease: []int32{2},
+			wantKeep: []int32{1}, wantRelease: []int32{2}, wantRoll: []int32{},
 		},
 		{
-			name: "devices being released neither count nor block their slots", replicas: 2,
+			name: "devices being released neither count nor block their slots", l: one(2),
 			ms:       []*member{dev(1, 0, StateReady, 0), {dev: hvclient.Device{ID: 2}, state: StateReleasing, own: Ownership{Slot: -1}}},
-			wantKeep: []int32{1}, wantRelease: []int32{}, wantSlots: []int{1},
+			wantKeep: []int32{1}, wantRelease: []int32{}, wantSlots: []int{1}, wantRoll: []int32{},
 		},
 		{
-			name: "a full pool rolls its highest outdated slot", replicas: 3,
+			name: "a device being taken out frees its slot for a replacement", l: one(2),
+			ms:       []*member{dev(1, 0, StateReady, 0), {dev: hvclient.Device{ID: 2}, state: StateRemediating, own: Ownership{Slot: 1, Remediate: "x"}}},
+			wantKeep: []int32{1}, wantRelease: []int32{}, wantSlots: []int{1}, wantRoll: []int32{},
+		},
+		{
+			name: "a full pool rolls its highest outdated slot", l: one(3),
 			ms:       []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReady, 0), dev(3, 2, StateOutdated, 0)},
-			wantKeep: []int32{1, 2, 3}, wantRelease: []int32{}, wantRoll: 3,
+			wantKeep: []int32{1, 2, 3}, wantRelease: []int32{}, wantRoll: []int32{3},
+		},
+		{
+			name: "max_unavailable 2 rolls two at once", l: limits{replicas: 5, maxUnavailable: 2},
+			ms: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateOutdated, 0), dev(3, 2, StateOutdated, 0),
+				dev(4, 3, StateOutdated, 0), dev(5, 4, StateOutdated, 0)},
+			wantKeep: []int32{1, 2, 3, 4, 5}, wantRelease: []int32{}, wantRoll: []int32{5, 4},
+		},
+		{
+			name: "max_unavailable 2 with one down rolls one more", l: limits{replicas: 5, maxUnavailable: 2},
+			ms: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateOutdated, 0), dev(3, 2, StateOutdated, 0),
+				dev(4, 3, StateOutdated, 0), dev(5, 4, StateReloading, 0)},
+			wantKeep: []int32{1, 2, 3, 4, 5}, wantRelease: []int32{}, wantRoll: []int32{4},
+		},
+		{
+			name: "surge: claim an extra device first, roll nothing in place", l: limits{replicas: 3, maxUnavailable: 1, maxSurge: 1, spares: true},
+			ms:       []*member{old(1, 0, StateOutdated), old(2, 1, StateOutdated), old(3, 2, StateOutdated)},
+			wantKeep: []int32{1, 2, 3}, wantRelease: []int32{}, wantSlots: []int{3}, wantRoll: []int32{},
+		},
+		{
+			name: "surge: the old devices stay while the new one provisions", l: limits{replicas: 3, maxUnavailable: 1, maxSurge: 1, spares: true},
+			ms:       []*member{old(1, 0, StateOutdated), old(2, 1, StateOutdated), old(3, 2, StateOutdated), dev(4, 3, StateInstalling, 0)},
+			wantKeep: []int32{1, 2, 3, 4}, wantRelease: []int32{}, wantRoll: []int32{},
+		},
+		{
+			name: "surge: an old device goes once the new one is ready", l: limits{replicas: 3, maxUnavailable: 1, maxSurge: 1, spares: false},
+			ms:       []*member{old(1, 0, StateOutdated), old(2, 1, StateOutdated), old(3, 2, StateOutdated), dev(4, 3, StateReady, 0)},
+			wantKeep: []int32{1, 2, 4}, wantRelease: []int32{3}, wantSlots: []int{4}, wantRoll: []int32{},
+		},
+		{
+			name: "surge without spares rolls in place", l: limits{replicas: 3, maxUnavailable: 1, maxSurge: 1},
+			ms:       []*member{old(1, 0, StateOutdated), old(2, 1, StateOutdated), old(3, 2, StateOutdated)},
+			wantKeep: []int32{1, 2, 3}, wantRelease: []int32{}, wantRoll: []int32{3},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decide(tt.replicas, tt.ms)
+			got := decide(tt.l, tt.ms)
 			require.Equal(t, tt.wantKeep, ids(got.keep), "keep")
 			require.Equal(t, tt.wantRelease, ids(got.release), "release")
 			require.Equal(t, tt.wantSlots, got.slots, "slots")
-			if tt.wantRoll == 0 {
-				require.Nil(t, got.roll)
-			} else {
-				require.NotNil(t, got.roll)
-				require.Equal(t, tt.wantRoll, got.roll.dev.ID)
-			}
+			require.Equal(t, tt.wantRoll, ids(got.roll), "roll")
 		})
 	}
 }
@@ -187,33 +225,69 @@ func TestDecide(t *testing.T) {
 func TestRollPick(t *testing.T) {
 	offOutdated := dev(4, 3, StateOff, 0)
 	offOutdated.current = false
+	stopping := dev(5, 4, StateOutdated, 0)
+	stopping.stopping = true
 	tests := []struct {
-		name     string
-		replicas int
-		keep     []*member
-		want     int32 // 0: none
+		name           string
+		replicas       int
+		maxUnavailable int
+		keep           []*member
+		want           []int32
 	}{
-		{name: "nothing outdated", replicas: 2, keep: []*member{dev(1, 0, StateReady, 0), dev(2, 1, StateReady, 0)}},
-		{name: "one outdated, all ready", replicas: 2, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReady, 0)}, want: 1},
-		{name: "the highest slot first", replicas: 3, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 5, StateOutdated, 0), dev(3, 2, StateOutdated, 0)}, want: 2},
-		{name: "one already down: wait", replicas: 3, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReloading, 0), dev(3, 2, StateReady, 0)}},
-		{name: "a device short: wait", replicas: 3, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReady, 0)}},
-		{name: "a claimed device counts as down", replicas: 2, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateClaimed, 0)}},
-		{name: "an outdated device that is off goes at once", replicas: 3,
-			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateInstalling, 0), offOutdated}, want: 4},
-		{name: "a current device that is off is booted, not rolled", replicas: 2, keep: []*member{dev(1, 0, StateOff, 0), dev(2, 1, StateOutdated, 0)}},
+		{name: "nothing outdated", replicas: 2, maxUnavailable: 1, keep: []*member{dev(1, 0, StateReady, 0), dev(2, 1, StateReady, 0)}, want: []int32{}},
+		{name: "one outdated, all ready", replicas: 2, maxUnavailable: 1, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReady, 0)}, want: []int32{1}},
+		{name: "the highest slot first", replicas: 3, maxUnavailable: 1,
+			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 5, StateOutdated, 0), dev(3, 2, StateOutdated, 0)}, want: []int32{2}},
+		{name: "one already down: wait", replicas: 3, maxUnavailable: 1,
+			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReloading, 0), dev(3, 2, StateReady, 0)}, want: []int32{}},
+		{name: "one already down, two allowed: one more", replicas: 3, maxUnavailable: 2,
+			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReloading, 0), dev(3, 2, StateOutdated, 0)}, want: []int32{3}},
+		{name: "a device short: wait", replicas: 3, maxUnavailable: 1, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateReady, 0)}, want: []int32{}},
+		{name: "a claimed device counts as down", replicas: 2, maxUnavailable: 1, keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateClaimed, 0)}, want: []int32{}},
+		{name: "an outdated device that is off goes at once", replicas: 3, maxUnavailable: 1,
+			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateInstalling, 0), offOutdated}, want: []int32{4}},
+		{name: "a device being shut down counts as down and carries on", replicas: 3, maxUnavailable: 1,
+			keep: []*member{dev(1, 0, StateOutdated, 0), dev(2, 1, StateOutdated, 0), stopping}, want: []int32{5}},
+		{name: "a current device that is off is booted, not rolled", replicas: 2, maxUnavailable: 1,
+			keep: []*member{dev(1, 0, StateOff, 0), dev(2, 1, StateOutdated, 0)}, want: []int32{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := rollPick(tt.replicas, tt.keep)
-			if tt.want == 0 {
-				require.Nil(t, got)
-				return
-			}
-			require.NotNil(t, got)
-			require.Equal(t, tt.want, got.dev.ID)
+			require.Equal(t, tt.want, ids(rollPick(tt.replicas, tt.maxUnavailable, tt.keep)))
 		})
 	}
+}
+
+func TestAdmit(t *testing.T) {
+	stuck := []*member{dev(3, 2, StateFailed, 0), dev(1, 0, StateFailed, 0), dev(2, 1, StateFailed, 0)}
+	tests := []struct {
+		name                   string
+		maxUnhealthy, inRemedy int
+		wantTake, wantHeld     []int32
+	}{
+		{name: "one at a time: the lowest slot", maxUnhealthy: 1, wantTake: []int32{1}, wantHeld: []int32{2, 3}},
+		{name: "one already in remediation: none", maxUnhealthy: 1, inRemedy: 1, wantTake: []int32{}, wantHeld: []int32{1, 2, 3}},
+		{name: "room for all", maxUnhealthy: 5, inRemedy: 1, wantTake: []int32{1, 2, 3}, wantHeld: []int32{}},
+		{name: "0 remediates none", maxUnhealthy: 0, wantTake: []int32{}, wantHeld: []int32{1, 2, 3}},
+		{name: "more in remediation than allowed (the spec changed)", maxUnhealthy: 1, inRemedy: 3, wantTake: []int32{}, wantHeld: []int32{1, 2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			take, held := admit(tt.maxUnhealthy, tt.inRemedy, stuck)
+			require.Equal(t, tt.wantTake, ids(take), "take")
+			require.Equal(t, tt.wantHeld, ids(held), "held")
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	const base, limit = 15 * time.Second, 30 * time.Minute
+	var got []time.Duration
+	for n := 1; n <= 10; n++ {
+		got = append(got, backoff(n, base, limit))
+	}
+	require.Equal(t, []time.Duration{15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute,
+		8 * time.Minute, 16 * time.Minute, limit, limit, limit}, got)
 }
 
 func TestStuckWhy(t *testing.T) {

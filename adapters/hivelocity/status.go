@@ -50,6 +50,14 @@ const (
 	ReasonRateLimited         = "RateLimited"
 	ReasonDeviceRemediated    = "DeviceRemediated"
 	ReasonNoFailures          = "NoFailures"
+	// ReasonRemediationHeldBack (Degraded): more devices failed than remediation.max_unhealthy lets be taken out
+	// at once; the message counts them.
+	ReasonRemediationHeldBack = "RemediationHeldBack"
+	// ReasonScaling (Available): the pool owns more devices than replicas (a scale-down, a surge, a device being
+	// taken out) or fewer; the message counts them.
+	ReasonScaling = "Scaling"
+	// ReasonCallRefused (Health): Hivelocity refused a call for a device RefusalLimit times in a row.
+	ReasonCallRefused = "CallRefused"
 )
 
 // Keys of the report's data.
@@ -104,10 +112,15 @@ type summary struct {
 	APIErr     error
 	Remediated []remediation
 	Spec       string
+	// Held counts the failed devices remediation holds back, InRemediation those being taken out, and
+	// MaxUnhealthy is the bound that holds them.
+	Held, InRemediation, MaxUnhealthy int
+	// Refusals are the pool's devices whose last calls Hivelocity refused.
+	Refusals []refusal
 }
 
 // counts are the pool's devices by kind.
-type counts struct{ ready, current, outdated, provisioning, off, failed, releasing int }
+type counts struct{ ready, current, outdated, provisioning, off, failed, releasing, remediating int }
 
 func countOf(rows []deviceRow) counts {
 	var c counts
@@ -127,6 +140,8 @@ func countOf(rows []deviceRow) counts {
 			c.failed++
 		case StateReleasing:
 			c.releasing++
+		case StateRemediating:
+			c.remediating++
 		}
 	}
 	return c
@@ -136,16 +151,22 @@ func countOf(rows []deviceRow) counts {
 // nothing else going on.
 func (s summary) fullyReady() bool {
 	c := countOf(s.Devices)
-	return !s.Finalizing && c.current >= s.Replicas && c.current == len(s.Devices) && s.Missing == 0
+	return !s.Finalizing && c.current == s.Replicas && len(s.Devices) == s.Replicas && s.Missing == 0
 }
 
-// outcomeOf computes the report of a pass. It is pure: the pass acts, this decides what to say.
+// outcomeOf computes the report of a pass. It is pure: the pass acts, this decides what to say. Available is True
+// only when the pool has converged: it owns exactly replicas devices, all ready with the current spec, and nothing
+// is being released or taken out (so that the API's phase says Progressing until then).
 func outcomeOf(s summary) adapter.Outcome {
 	c := countOf(s.Devices)
 	ready := readyCondition(s, c)
 	avail := conditions.Reported{Status: conditions.True, Reason: ReasonAllDevicesReady, Message: ready.Message}
-	if c.ready < s.Replicas || s.Finalizing || s.Blocked != nil && errors.Is(s.Blocked, ErrInvalidSpec) {
+	switch {
+	case ready.Status != conditions.True || s.Finalizing || s.Blocked != nil:
 		avail = conditions.Reported{Status: conditions.False, Reason: ready.Reason, Message: ready.Message}
+	case !s.fullyReady():
+		avail = conditions.Reported{Status: conditions.False, Reason: ReasonScaling,
+			Message: fmt.Sprintf("%s; the pool owns %d devices for %d replicas", ready.Message, len(s.Devices), s.Replicas)}
 	}
 	creds, reach := apiConditions(s.APIErr)
 	return adapter.Outcome{
@@ -164,7 +185,7 @@ func readyCondition(s summary, c counts) conditions.Reported {
 		n    int
 		what string
 	}{{c.outdated, "on the previous spec"}, {c.provisioning, "provisioning"}, {c.off, "powered off"},
-		{c.failed, "failed"}, {c.releasing, "being released"}, {s.Missing, "missing"}} {
+		{c.failed, "failed"}, {c.remediating, "being taken out"}, {c.releasing, "being released"}, {s.Missing, "missing"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
@@ -172,12 +193,13 @@ func readyCondition(s summary, c counts) conditions.Reported {
 	if len(parts) > 0 {
 		msg += " (" + strings.Join(parts, ", ") + ")"
 	}
+	msg += refusalNote(s)
 	r.Message = msg
 	switch {
 	case s.Finalized:
 		r.Reason, r.Message = ReasonReleased, "every device of the pool has been released"
 	case s.Finalizing:
-		r.Reason, r.Message = ReasonReleasing, fmt.Sprintf("the pool is being deleted: %d devices left to release", len(s.Devices))
+		r.Reason, r.Message = ReasonReleasing, fmt.Sprintf("the pool is being deleted: %d devices left to release", len(s.Devices))+finalizeBlockers(s)
 	case s.Blocked != nil:
 		r.Reason, r.Message = blockedReason(s.Blocked), msg+": "+s.Blocked.Error()
 	case c.current >= s.Replicas:
@@ -190,6 +212,53 @@ func readyCondition(s summary, c counts) conditions.Reported {
 		r.Reason = ReasonDevicesProvisioning
 	}
 	return r
+}
+
+// refusalNote says which devices' calls Hivelocity refuses, for the DevicesReady message.
+func refusalNote(s summary) string {
+	if s.Finalizing || len(s.Refusals) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(s.Refusals))
+	for _, r := range s.Refusals {
+		parts = append(parts, refusalText(r))
+	}
+	return "; refused: " + strings.Join(parts, "; ")
+}
+
+// refusalText names a device, the call Hivelocity refused, how often in a row, and its message.
+func refusalText(r refusal) string {
+	return fmt.Sprintf("device %d: %s refused %d time(s) in a row, next try at %s: %s", r.DeviceID, r.Call, r.Count,
+		r.Next.UTC().Format(time.RFC3339), r.Message)
+}
+
+// finalizeBlockers says what keeps a deleted pool from finalizing when Hivelocity refuses to release a device,
+// and how an operator forces it.
+func finalizeBlockers(s summary) string {
+	var parts []string
+	for _, r := range s.Refusals {
+		parts = append(parts, fmt.Sprintf("%s. Finalization waits for device %d: to force it, remove the %s* tags of device %d by hand "+
+			"(it then keeps the pool's OS, user data and SSH key until it is wiped), then finalization completes", refusalText(r), r.DeviceID,
+			TagPrefix, r.DeviceID))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// escalated returns the refusals that reached limit, as the error Health reports, or nil.
+func escalated(refused []refusal, limit int) error {
+	var errs []error
+	for _, r := range refused {
+		if r.Count >= limit {
+			errs = append(errs, errors.New(refusalText(r)))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("Hivelocity refuses calls for %d device(s): %w", len(errs), errors.Join(errs...))
 }
 
 func blockedReason(err error) string {
@@ -242,18 +311,24 @@ func apiConditions(err error) (creds, reach conditions.Reported) {
 func degraded(s summary, c counts) conditions.Reported {
 	r := conditions.Reported{Type: ConditionDegraded, Status: conditions.False, Reason: ReasonNoFailures,
 		Message: "no device of the pool has failed since it was last whole"}
-	if c.failed == 0 && len(s.Remediated) == 0 {
+	if c.failed == 0 && c.remediating == 0 && len(s.Remediated) == 0 && s.Held == 0 {
 		return r
 	}
 	r.Status, r.Reason = conditions.True, ReasonDeviceRemediated
 	var parts []string
+	if s.Held > 0 {
+		r.Reason = ReasonRemediationHeldBack
+		parts = append(parts, fmt.Sprintf("remediation held back: %d failed device(s) wait while %d are being taken out (remediation.max_unhealthy %d)",
+			s.Held, s.InRemediation, s.MaxUnhealthy))
+	}
 	for _, d := range s.Devices {
 		if d.State == StateFailed {
 			parts = append(parts, fmt.Sprintf("device %d (slot %d) failed its reload", d.ID, d.Slot))
 		}
 	}
 	for _, m := range s.Remediated {
-		parts = append(parts, fmt.Sprintf("device %d (slot %d) marked %s at %s and replaced", m.DeviceID, m.Slot, m.Why, m.At.UTC().Format(time.RFC3339)))
+		parts = append(parts, fmt.Sprintf("device %d (slot %d) taken out at %s (powered off, wiped, marked %s) and replaced", m.DeviceID, m.Slot,
+			m.At.UTC().Format(time.RFC3339), m.Why))
 	}
 	r.Message = strings.Join(parts, "; ")
 	if len(r.Message) > conditions.MaxConditionMessage {

@@ -97,9 +97,9 @@ func TestOutcomeOf(t *testing.T) {
 				"HivelocityAPIReachable": reachable, "Degraded": healthy},
 		},
 		{
-			name: "rolling: outdated devices still serve",
+			name: "rolling: outdated devices serve, but the pool has not converged",
 			s:    summary{Replicas: 3, Devices: rows(StateOutdated, StateReady, StateOutdated)},
-			want: map[string]cond{"Available": ready, "DevicesReady": rolling, "DevicesAvailable": noneNeeded, "CredentialsValid": keyOK,
+			want: map[string]cond{"Available": rolling, "DevicesReady": rolling, "DevicesAvailable": noneNeeded, "CredentialsValid": keyOK,
 				"HivelocityAPIReachable": reachable, "Degraded": healthy},
 		},
 		{
@@ -107,6 +107,24 @@ func TestOutcomeOf(t *testing.T) {
 			s:    summary{Replicas: 3, Devices: rows(StateOutdated, StateReady, StateReloading)},
 			want: map[string]cond{"Available": rolling, "DevicesReady": rolling, "DevicesAvailable": noneNeeded, "CredentialsValid": keyOK,
 				"HivelocityAPIReachable": reachable, "Degraded": healthy},
+		},
+		{
+			name: "scaled down, still releasing: not converged",
+			s:    summary{Replicas: 2, Devices: rows(StateReady, StateReady, StateReleasing)},
+			want: map[string]cond{"Available": {conditions.False, ReasonScaling}, "DevicesReady": ready, "DevicesAvailable": noneNeeded,
+				"CredentialsValid": keyOK, "HivelocityAPIReachable": reachable, "Degraded": healthy},
+		},
+		{
+			name: "a device being taken out while its replacement is ready: not converged",
+			s:    summary{Replicas: 2, Devices: rows(StateReady, StateReady, StateRemediating)},
+			want: map[string]cond{"Available": {conditions.False, ReasonScaling}, "DevicesReady": ready, "DevicesAvailable": noneNeeded,
+				"CredentialsValid": keyOK, "HivelocityAPIReachable": reachable, "Degraded": remediated},
+		},
+		{
+			name: "remediation held back",
+			s:    summary{Replicas: 3, Devices: rows(StateRemediating, StateFailed, StateFailed), Held: 2, InRemediation: 1, MaxUnhealthy: 1},
+			want: map[string]cond{"Available": provisioning, "DevicesReady": provisioning, "DevicesAvailable": noneNeeded, "CredentialsValid": keyOK,
+				"HivelocityAPIReachable": reachable, "Degraded": {conditions.True, ReasonRemediationHeldBack}},
 		},
 		{
 			name: "a device replaced: degraded until the pool is whole",
@@ -193,6 +211,36 @@ func TestOutcomeMessages(t *testing.T) {
 	}
 	require.Equal(t, "2/5 devices ready (1 on the previous spec, 1 provisioning, 1 missing)", msgs[ConditionDevicesReady])
 	require.Equal(t, "1 devices missing but 0 eligible spare devices; skipped: 6 in another region, 3 owned by another pool", msgs[ConditionDevicesAvailable])
+}
+
+func TestRefusalMessages(t *testing.T) {
+	wipe := refusal{DeviceID: 101, Call: callWipe, Message: "HTTP 403: Device is locked.", Count: 3, Next: epoch.Add(time.Minute)}
+	t.Run("deletion says what blocks it and how to force it", func(t *testing.T) {
+		out := outcomeOf(summary{Finalizing: true, Devices: rows(StateReady), Refusals: []refusal{wipe}})
+		msg := condMessage(out, ConditionDevicesReady)
+		require.Contains(t, msg, "device 101: wipe (reload) refused 3 time(s) in a row")
+		require.Contains(t, msg, "HTTP 403: Device is locked.")
+		require.Contains(t, msg, "remove the hyperfleet-* tags of device 101 by hand")
+	})
+	t.Run("a serving pool names the refused device", func(t *testing.T) {
+		out := outcomeOf(summary{Replicas: 1, Devices: rows(StateOutdated), Refusals: []refusal{{DeviceID: 100, Call: callShutdown, Message: "no", Count: 1}}})
+		require.Contains(t, condMessage(out, ConditionDevicesReady), "device 100: shutdown refused 1 time(s)")
+	})
+	t.Run("escalated only at the limit", func(t *testing.T) {
+		require.NoError(t, escalated([]refusal{{DeviceID: 1, Count: 2}}, 3))
+		err := escalated([]refusal{{DeviceID: 1, Count: 2}, wipe}, 3)
+		require.ErrorContains(t, err, "device 101: wipe (reload) refused 3 time(s)")
+		require.NotContains(t, err.Error(), "device 1:")
+	})
+}
+
+func condMessage(out adapter.Outcome, typ string) string {
+	for _, c := range out.Conditions {
+		if c.Type == typ {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 func TestData(t *testing.T) {

@@ -51,6 +51,12 @@ const (
 	KeyReload = TagPrefix + "reload"
 	// KeyRelease is the Unix second the release (the wipe reload) of the device started.
 	KeyRelease = TagPrefix + "release"
+	// KeyRemediate marks a device being taken out (powered off, wiped, then marked KeyPermanentError); its value
+	// is the permanent-error value to write.
+	KeyRemediate = TagPrefix + "remediate"
+	// KeyGen is the slot's generation: how many devices of the slot were taken out before this one (absent: 0).
+	// It names the host (see Pool.Hostname) and survives restarts as every tag does.
+	KeyGen = TagPrefix + "gen"
 )
 
 // Claim is the value of the claim tag: when the claim was made, by the claimer's clock, and a nonce no other
@@ -83,6 +89,8 @@ type Ownership struct {
 	Spec              string
 	ReloadAt          time.Time // zero: never reloaded by the provisioner
 	ReleaseAt         time.Time // zero: not being released
+	Remediate         string    // the permanent-error value of a device being taken out; empty: none
+	Gen               int       // the slot's generation
 }
 
 // ownershipOf reads the provisioner's tags; ok is false when the device has none.
@@ -112,6 +120,12 @@ func ownershipOf(tags []string) (Ownership, bool) {
 			o.ReloadAt = unixTag(v)
 		case KeyRelease:
 			o.ReleaseAt = unixTag(v)
+		case KeyRemediate:
+			o.Remediate = v
+		case KeyGen:
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				o.Gen = n
+			}
 		}
 	}
 	return o, owned
@@ -142,6 +156,12 @@ func (o Ownership) tags() []string {
 	}
 	if !o.ReleaseAt.IsZero() {
 		out = append(out, KeyRelease+"="+strconv.FormatInt(o.ReleaseAt.Unix(), 10))
+	}
+	if o.Remediate != "" {
+		out = append(out, KeyRemediate+"="+o.Remediate)
+	}
+	if o.Gen > 0 {
+		out = append(out, KeyGen+"="+strconv.Itoa(o.Gen))
 	}
 	return out
 }

@@ -127,12 +127,18 @@ func (w withRules) Validate(spec map[string]any) []resource.FieldError {
 // labelKey is the rule for a selector key: it becomes part of a `caphvlabel:<key>=<value>` device tag.
 var labelKey = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
 
-// nodePoolRules checks the Hivelocity selector's keys.
+// nodePoolRules checks the Hivelocity selector's keys, and that max_unavailable and max_surge are not both zero
+// (a pool could then never re-provision a device; OpenAPI cannot relate two fields).
 func nodePoolRules(spec map[string]any) []resource.FieldError {
+	zero := func(v any) bool { return v == float64(0) || v == "0%" }
+	var problems []resource.FieldError
+	if zero(spec["max_unavailable"]) && zero(spec["max_surge"]) {
+		problems = append(problems, resource.FieldError{Field: "max_unavailable",
+			Message: "max_unavailable and max_surge cannot both be 0: no device could ever be re-provisioned"})
+	}
 	platform, _ := spec["platform"].(map[string]any)
 	hivelocity, _ := platform["hivelocity"].(map[string]any)
 	selector, _ := hivelocity["selector"].(map[string]any)
-	var problems []resource.FieldError
 	for _, key := range slices.Sorted(maps.Keys(selector)) {
 		if !labelKey.MatchString(key) {
 			problems = append(problems, resource.FieldError{Field: "platform.hivelocity.selector." + key,

@@ -761,12 +761,19 @@ type NodePool struct {
 	// Spec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
 	// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
 	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
-	// `userdata` re-provisions the devices one at a time.
+	// `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
+	// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
+	// when it holds exactly `replicas` devices, all provisioned with the current spec.
 	Spec        NodePoolSpec   `json:"spec"`
 	Status      ResourceStatus `json:"status"`
 	UpdatedBy   string         `json:"updated_by"`
 	UpdatedTime time.Time      `json:"updated_time"`
 }
+
+// NodePoolCount A number of a node pool's devices.
+//
+// Example: 1
+type NodePoolCount = int
 
 // NodePoolCreate defines model for NodePoolCreate.
 type NodePoolCreate struct {
@@ -777,7 +784,9 @@ type NodePoolCreate struct {
 	// Spec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
 	// `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
 	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
-	// `userdata` re-provisions the devices one at a time.
+	// `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
+	// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
+	// when it holds exactly `replicas` devices, all provisioned with the current spec.
 	Spec NodePoolSpec `json:"spec"`
 }
 
@@ -800,11 +809,34 @@ type NodePoolList struct {
 	Total *int64 `json:"total,omitempty"`
 }
 
+// NodePoolPercent A percentage of a node pool's `replicas`.
+//
+// Example: 25%
+type NodePoolPercent = string
+
 // NodePoolSpec A pool of bare-metal machines for the cluster. The Hivelocity provisioner claims `replicas` devices that match
 // `platform.hivelocity`, reloads them with its OS, hostname `<pool>-<slot>.<cluster>.<base domain>`, SSH key
 // and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
-// `userdata` re-provisions the devices one at a time.
+// `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
+// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
+// when it holds exactly `replicas` devices, all provisioned with the current spec.
 type NodePoolSpec struct {
+	// MaxSurge How many devices beyond `replicas` a spec change may claim, provision with the new spec and make ready
+	// before it releases as many outdated ones: a number, or a percentage of `replicas` rounded up. 0 when
+	// absent: bare metal has no spare capacity by default.
+	//
+	//
+	// Example: 0
+	MaxSurge *NodePoolMaxSurge `json:"max_surge,omitempty"`
+
+	// MaxUnavailable How many of the pool's `replicas` devices a spec change or a replacement may take down at once: a number,
+	// or a percentage of `replicas` rounded down (at least 1 when `max_surge` comes to 0). 1 when absent. It
+	// and `max_surge` cannot both be 0.
+	//
+	//
+	// Example: 1
+	MaxUnavailable *NodePoolMaxUnavailable `json:"max_unavailable,omitempty"`
+
 	// Paused False when absent (see ClusterSpec.paused). Stops every adapter from acting on the pool: while true, the provisioner claims, reloads, replaces
 	// (remediates) and releases no device, whatever this spec says, and keeps reporting, at the current
 	// generation, its last known conditions and data plus `Paused=True`. `Ready` and `phase` stay what they
@@ -820,15 +852,44 @@ type NodePoolSpec struct {
 		Hivelocity HivelocityPlatform `json:"hivelocity"`
 	} `json:"platform"`
 
-	// Remediation How long a reload may take before the device is marked `caphv-permanent-error` and replaced: while
-	// powered off (the installer has not booted) and while powered on (installing).
+	// Remediation How long a reload may take before the device is taken out: powered off, wiped, marked
+	// `caphv-permanent-error` and replaced under a new hostname. The timeouts apply while powered off (the
+	// installer has not booted) and while powered on (installing). `max_unhealthy` bounds how many of the
+	// pool's devices are in remediation at once, counting those already in it, like a MachineHealthCheck's
+	// `maxUnhealthy`: a number, or a percentage of `replicas` rounded down (at least 1); 0 remediates none. 1
+	// when absent.
 	Remediation *struct {
-		ReloadTimeoutPoweredOff *string `json:"reload_timeout_powered_off,omitempty"`
-		ReloadTimeoutPoweredOn  *string `json:"reload_timeout_powered_on,omitempty"`
+		// MaxUnhealthy Example: 1
+		MaxUnhealthy            *NodePoolMaxUnhealthy `json:"max_unhealthy,omitempty"`
+		ReloadTimeoutPoweredOff *string               `json:"reload_timeout_powered_off,omitempty"`
+		ReloadTimeoutPoweredOn  *string               `json:"reload_timeout_powered_on,omitempty"`
 	} `json:"remediation,omitempty"`
 
 	// Replicas Devices the pool should hold.
 	Replicas int `json:"replicas"`
+}
+
+// NodePoolMaxSurge How many devices beyond `replicas` a spec change may claim, provision with the new spec and make ready
+// before it releases as many outdated ones: a number, or a percentage of `replicas` rounded up. 0 when
+// absent: bare metal has no spare capacity by default.
+//
+// Example: 0
+type NodePoolMaxSurge struct {
+	union json.RawMessage
+}
+
+// NodePoolMaxUnavailable How many of the pool's `replicas` devices a spec change or a replacement may take down at once: a number,
+// or a percentage of `replicas` rounded down (at least 1 when `max_surge` comes to 0). 1 when absent. It
+// and `max_surge` cannot both be 0.
+//
+// Example: 1
+type NodePoolMaxUnavailable struct {
+	union json.RawMessage
+}
+
+// NodePoolMaxUnhealthy Example: 1
+type NodePoolMaxUnhealthy struct {
+	union json.RawMessage
 }
 
 // ObjectReference defines model for ObjectReference.
@@ -2023,6 +2084,192 @@ type PostVersionStreamStatusJSONRequestBody = AdapterStatusReport
 
 // PutVersionStreamStatusJSONRequestBody defines body for PutVersionStreamStatus for application/json ContentType.
 type PutVersionStreamStatusJSONRequestBody = AdapterStatusReport
+
+// AsNodePoolCount returns the union data inside the NodePoolMaxSurge as a NodePoolCount
+func (t NodePoolMaxSurge) AsNodePoolCount() (NodePoolCount, error) {
+	var body NodePoolCount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolCount overwrites any union data inside the NodePoolMaxSurge as the provided NodePoolCount
+func (t *NodePoolMaxSurge) FromNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolCount performs a merge with any union data inside the NodePoolMaxSurge, using the provided NodePoolCount
+func (t *NodePoolMaxSurge) MergeNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsNodePoolPercent returns the union data inside the NodePoolMaxSurge as a NodePoolPercent
+func (t NodePoolMaxSurge) AsNodePoolPercent() (NodePoolPercent, error) {
+	var body NodePoolPercent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolPercent overwrites any union data inside the NodePoolMaxSurge as the provided NodePoolPercent
+func (t *NodePoolMaxSurge) FromNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolPercent performs a merge with any union data inside the NodePoolMaxSurge, using the provided NodePoolPercent
+func (t *NodePoolMaxSurge) MergeNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t NodePoolMaxSurge) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *NodePoolMaxSurge) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsNodePoolCount returns the union data inside the NodePoolMaxUnavailable as a NodePoolCount
+func (t NodePoolMaxUnavailable) AsNodePoolCount() (NodePoolCount, error) {
+	var body NodePoolCount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolCount overwrites any union data inside the NodePoolMaxUnavailable as the provided NodePoolCount
+func (t *NodePoolMaxUnavailable) FromNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolCount performs a merge with any union data inside the NodePoolMaxUnavailable, using the provided NodePoolCount
+func (t *NodePoolMaxUnavailable) MergeNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsNodePoolPercent returns the union data inside the NodePoolMaxUnavailable as a NodePoolPercent
+func (t NodePoolMaxUnavailable) AsNodePoolPercent() (NodePoolPercent, error) {
+	var body NodePoolPercent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolPercent overwrites any union data inside the NodePoolMaxUnavailable as the provided NodePoolPercent
+func (t *NodePoolMaxUnavailable) FromNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolPercent performs a merge with any union data inside the NodePoolMaxUnavailable, using the provided NodePoolPercent
+func (t *NodePoolMaxUnavailable) MergeNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t NodePoolMaxUnavailable) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *NodePoolMaxUnavailable) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsNodePoolCount returns the union data inside the NodePoolMaxUnhealthy as a NodePoolCount
+func (t NodePoolMaxUnhealthy) AsNodePoolCount() (NodePoolCount, error) {
+	var body NodePoolCount
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolCount overwrites any union data inside the NodePoolMaxUnhealthy as the provided NodePoolCount
+func (t *NodePoolMaxUnhealthy) FromNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolCount performs a merge with any union data inside the NodePoolMaxUnhealthy, using the provided NodePoolCount
+func (t *NodePoolMaxUnhealthy) MergeNodePoolCount(v NodePoolCount) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsNodePoolPercent returns the union data inside the NodePoolMaxUnhealthy as a NodePoolPercent
+func (t NodePoolMaxUnhealthy) AsNodePoolPercent() (NodePoolPercent, error) {
+	var body NodePoolPercent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromNodePoolPercent overwrites any union data inside the NodePoolMaxUnhealthy as the provided NodePoolPercent
+func (t *NodePoolMaxUnhealthy) FromNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeNodePoolPercent performs a merge with any union data inside the NodePoolMaxUnhealthy, using the provided NodePoolPercent
+func (t *NodePoolMaxUnhealthy) MergeNodePoolPercent(v NodePoolPercent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t NodePoolMaxUnhealthy) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *NodePoolMaxUnhealthy) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsRolloutCount returns the union data inside the RolloutMaxAtOnce as a RolloutCount
 func (t RolloutMaxAtOnce) AsRolloutCount() (RolloutCount, error) {

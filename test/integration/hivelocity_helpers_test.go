@@ -76,6 +76,7 @@ func hvOptions(tb testing.TB, sim *hvSim, key string) hivelocity.Options {
 	o.URL, o.APIKeyFile, o.RPS, o.Burst = sim.url, keyFile(tb, key), 0, 10
 	o.ClaimSettle, o.ListTTL, o.PollInterval, o.StatusInterval = 400*time.Millisecond, 150*time.Millisecond, 150*time.Millisecond, 400*time.Millisecond
 	o.ShutdownTimeout, o.Timeout = 3*time.Second, 5*time.Second
+	o.RefusalBackoff, o.RefusalBackoffMax = 200*time.Millisecond, 2*time.Second
 	return o
 }
 

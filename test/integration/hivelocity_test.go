@@ -147,8 +147,9 @@ func TestHivelocityScalesReleasesAndFinalizes(t *testing.T) {
 	}
 }
 
-// A reload stuck past the pool's timeout is marked caphv-permanent-error, loses the pool's tags and is replaced,
-// and the pool reports Degraded meanwhile.
+// A reload stuck past the pool's timeout is taken out (once Hivelocity lets it be powered off: the simulator, like
+// the API, refuses power actions while a reload runs, so the test ends the stuck reload), wiped, marked
+// caphv-permanent-error, loses the pool's tags and is replaced, and the pool reports Degraded meanwhile.
 func TestHivelocityReplacesAStuckReload(t *testing.T) {
 	s, c := hvServer(t)
 	sim := startHivelocitySim(t, "k")
@@ -172,6 +173,11 @@ func TestHivelocityReplacesAStuckReload(t *testing.T) {
 
 	st := reportSays(t, s, p, "Degraded", api.ConditionStatusTrue, hivelocity.ReasonDeviceRemediated)
 	require.Contains(t, deref(condition(st, "Degraded").Message), fmt.Sprintf("device %d", stuck))
+	require.True(t, sim.ClearFault(hivelocitysim.FaultStuckReload, stuck))
+	waitFor(t, "the stuck device to be marked", func() bool {
+		d, _ := sim.Device(stuck)
+		return strings.Contains(strings.Join(d.Tags, " "), hivelocity.KeyPermanentError+"=")
+	})
 	got, _ := sim.Device(stuck)
 	require.Contains(t, strings.Join(got.Tags, " "), hivelocity.KeyPermanentError+"=reloading-since-")
 	for _, tag := range got.Tags {
