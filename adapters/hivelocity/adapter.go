@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -119,6 +120,7 @@ func (o Options) Check() error {
 type Adapter struct {
 	*adapter.Runner
 	reconciler *Reconciler
+	orphans    *orphanCollector
 }
 
 // New wires the provisioner: a Hivelocity client whose calls the runtime counts, the reconciler and the runner.
@@ -147,10 +149,22 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{Runner: runner, reconciler: rec}, nil
+	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
+	orphans, err := newOrphanCollector(rec, runner.API(), OrphanSettings{Grace: o.OrphanGrace, DryRun: o.OrphanDryRun, Every: o.RecheckAfter,
+		Mine: func(poolID string) bool { return adapter.ShardOf(poolID, shardCount) == shardIndex }}, runner.Registerer())
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Runner: runner, reconciler: rec, orphans: orphans}, nil
 }
 
-// Run provisions node pools until ctx ends (see adapter.Runner.Run).
+// Run provisions node pools, and collects orphaned devices, until ctx ends (see adapter.Runner.Run).
 func (a *Adapter) Run(ctx context.Context) error {
-	return a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler})
+	collectCtx, stop := context.WithCancel(ctx)
+	var collector sync.WaitGroup
+	collector.Go(func() { a.orphans.run(collectCtx) })
+	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler})
+	stop()
+	collector.Wait()
+	return err
 }
