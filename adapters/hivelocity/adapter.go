@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -33,20 +34,31 @@ type Options struct {
 	APIKeyFile string
 	// Timeout bounds one Hivelocity request.
 	Timeout time.Duration
-	// RPS and Burst are the budget every call of this replica takes from. Hivelocity allows 3,600 calls an
-	// hour per client IP: replicas behind one IP share that.
+	// AccountRPS and AccountBurst are the budget of every replica together: Hivelocity allows 3,600 calls an
+	// hour per client IP, and replicas behind one IP share that. Each replica takes its share, divided by the
+	// runtime's shard count (hvclient.Share), unless RPS or Burst set its own.
+	AccountRPS   float64
+	AccountBurst int
+	// RPS and Burst, when set (RPS ≥ 0, Burst > 0), are this replica's budget, whatever the account's: RPS 0
+	// means no budget at all (the pause after a 429 still applies). Negative RPS and zero Burst take the share.
 	RPS   float64
 	Burst int
 	// RecheckAfter is how often a settled pool is looked at again (the runtime's --resync-after, unless set).
 	RecheckAfter time.Duration
+	// OrphanGrace is how long a device tagged for a node pool the API does not know stays so before it is
+	// released, counted from when this replica first saw it; OrphanDryRun only lists such devices.
+	OrphanGrace  time.Duration
+	OrphanDryRun bool
 	Settings
 }
 
-// DefaultOptions returns the defaults: the real API, 0.9 calls a second with bursts of 10 (under Hivelocity's
-// 3,600 an hour), a re-check of settled pools every minute, and DefaultSettings.
+// DefaultOptions returns the defaults: the real API, an account budget of 0.9 calls a second with bursts of 10
+// (under Hivelocity's 3,600 an hour) shared by the shards, a re-check of settled pools every minute, orphans
+// released after 15 minutes, and DefaultSettings.
 func DefaultOptions() Options {
-	return Options{URL: hvclient.DefaultURL, Timeout: hvclient.DefaultTimeout, RPS: 0.9, Burst: 10,
-		RecheckAfter: time.Minute, Settings: DefaultSettings()}
+	return Options{URL: hvclient.DefaultURL, Timeout: hvclient.DefaultTimeout, AccountRPS: hvclient.DefaultAccountRPS,
+		AccountBurst: hvclient.DefaultAccountBurst, RPS: -1, Burst: 0, RecheckAfter: time.Minute,
+		OrphanGrace: DefaultOrphanGrace, Settings: DefaultSettings()}
 }
 
 // AddFlags binds the options, with o's values as defaults.
@@ -54,9 +66,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.URL, "hivelocity-url", o.URL, "Hivelocity API v2 base URL (a hivelocity-sim in development)")
 	fs.StringVar(&o.APIKeyFile, "api-key-file", o.APIKeyFile, "file holding the Hivelocity API key (X-API-KEY), re-read when it changes")
 	fs.DurationVar(&o.Timeout, "hivelocity-timeout", o.Timeout, "longest one Hivelocity request may take")
-	fs.Float64Var(&o.RPS, "hivelocity-rps", o.RPS, "Hivelocity calls per second this replica may make (its share of the account's 3,600 an hour)")
-	fs.IntVar(&o.Burst, "hivelocity-burst", o.Burst, "Hivelocity calls this replica may make at once above --hivelocity-rps (at least 2)")
+	fs.Float64Var(&o.AccountRPS, "hivelocity-account-rps", o.AccountRPS, "Hivelocity calls per second all replicas together may make (the account's 3,600 an hour, less a margin); each takes its share by --shard-count")
+	fs.IntVar(&o.AccountBurst, "hivelocity-account-burst", o.AccountBurst, "Hivelocity calls all replicas together may make at once; each takes its share by --shard-count (at least 2)")
+	fs.Float64Var(&o.RPS, "hivelocity-rps", o.RPS, "Hivelocity calls per second this replica may make, instead of its share of --hivelocity-account-rps (negative: the share; 0: no budget)")
+	fs.IntVar(&o.Burst, "hivelocity-burst", o.Burst, "Hivelocity calls this replica may make at once, instead of its share of --hivelocity-account-burst (0: the share; else at least 2)")
 	fs.DurationVar(&o.RecheckAfter, "recheck-after", o.RecheckAfter, "how often a settled pool's devices are looked at again")
+	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "how long a device tagged for a node pool the API does not know is left alone before it is released (from when this replica first saw it)")
+	fs.BoolVar(&o.OrphanDryRun, "orphan-dry-run", o.OrphanDryRun, "only list (log and count) the orphaned devices that would be released")
 	fs.StringVar(&o.BaseDomain, "base-domain", o.BaseDomain, "DNS domain of the hosts of clusters without spec.hosted_cluster.dns.base_domain")
 	fs.DurationVar(&o.ClaimSettle, "claim-settle", o.ClaimSettle, "how long a claim waits before reading its tags back: more than twice the longest tag write delay, plus a fifth of itself")
 	fs.DurationVar(&o.ListTTL, "device-list-ttl", o.ListTTL, "how long one device list serves every pool")
@@ -66,6 +82,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RefusalBackoff, "refusal-backoff", o.RefusalBackoff, "how long a device whose call Hivelocity refused (4xx) is left alone; doubles with each refusal in a row")
 	fs.DurationVar(&o.RefusalBackoffMax, "refusal-backoff-max", o.RefusalBackoffMax, "the longest a refused device is left alone")
 	fs.IntVar(&o.RefusalLimit, "refusals-before-unhealthy", o.RefusalLimit, "refusals in a row after which the pool reports Health=False naming the device")
+}
+
+// Budget returns this replica's request budget when shards replicas share the account: RPS and Burst where set,
+// else the replica's share of AccountRPS and AccountBurst.
+func (o Options) Budget(shards int) (rps float64, burst int) {
+	rps, burst = hvclient.Share(o.AccountRPS, o.AccountBurst, shards)
+	if o.RPS >= 0 {
+		rps = o.RPS
+	}
+	if o.Burst > 0 {
+		burst = o.Burst
+	}
+	return rps, burst
 }
 
 // Check returns every option that cannot work, in one error.
@@ -84,11 +113,17 @@ func (o Options) Check() error {
 	if o.Timeout <= 0 || o.RecheckAfter <= 0 {
 		errs = append(errs, errors.New("--hivelocity-timeout and --recheck-after must be positive"))
 	}
-	if o.RPS < 0 {
-		errs = append(errs, fmt.Errorf("--hivelocity-rps %v must not be negative (0: no budget)", o.RPS))
+	if o.AccountRPS < 0 {
+		errs = append(errs, fmt.Errorf("--hivelocity-account-rps %v must not be negative (0: no budget)", o.AccountRPS))
 	}
-	if o.Burst < 2 {
-		errs = append(errs, fmt.Errorf("--hivelocity-burst %d must be at least 2: a claim reserves its check and write together", o.Burst))
+	if o.AccountBurst < hvclient.MinBurst {
+		errs = append(errs, fmt.Errorf("--hivelocity-account-burst %d must be at least %d: a claim reserves its check and write together", o.AccountBurst, hvclient.MinBurst))
+	}
+	if o.Burst != 0 && o.Burst < hvclient.MinBurst {
+		errs = append(errs, fmt.Errorf("--hivelocity-burst %d must be 0 (the share) or at least %d: a claim reserves its check and write together", o.Burst, hvclient.MinBurst))
+	}
+	if o.OrphanGrace <= 0 {
+		errs = append(errs, errors.New("--orphan-grace must be positive"))
 	}
 	return errors.Join(append(errs, o.Settings.Check())...)
 }
@@ -97,6 +132,7 @@ func (o Options) Check() error {
 type Adapter struct {
 	*adapter.Runner
 	reconciler *Reconciler
+	orphans    *orphanCollector
 }
 
 // New wires the provisioner: a Hivelocity client whose calls the runtime counts, the reconciler and the runner.
@@ -119,9 +155,12 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	rps, burst := o.Budget(rt.ShardCount)
+	log.Info("hivelocity request budget", slog.Float64("rps", rps), slog.Int("burst", burst), slog.Int("shard_count", rt.ShardCount),
+		slog.Float64("account_rps", o.AccountRPS), slog.Bool("own", o.RPS >= 0 || o.Burst > 0))
 	// Check has vetted what could make these fail, so that no listener the runner bound is left behind.
 	client, err := hvclient.New(hvclient.Config{URL: o.URL, APIKeyFile: o.APIKeyFile, Transport: runner.ExternalTransport("hivelocity", nil),
-		Timeout: o.Timeout, RPS: o.RPS, Burst: o.Burst, UserAgent: UserAgent(runner.Replica())})
+		Timeout: o.Timeout, RPS: rps, Burst: burst, UserAgent: UserAgent(runner.Replica())})
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +168,22 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{Runner: runner, reconciler: rec}, nil
+	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
+	orphans, err := newOrphanCollector(rec, runner.API(), OrphanSettings{Grace: o.OrphanGrace, DryRun: o.OrphanDryRun, Every: o.RecheckAfter,
+		Mine: func(poolID string) bool { return adapter.ShardOf(poolID, shardCount) == shardIndex }}, runner.Registerer())
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Runner: runner, reconciler: rec, orphans: orphans}, nil
 }
 
-// Run provisions node pools until ctx ends (see adapter.Runner.Run).
+// Run provisions node pools, and collects orphaned devices, until ctx ends (see adapter.Runner.Run).
 func (a *Adapter) Run(ctx context.Context) error {
-	return a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler})
+	collectCtx, stop := context.WithCancel(ctx)
+	var collector sync.WaitGroup
+	collector.Go(func() { a.orphans.run(collectCtx) })
+	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler})
+	stop()
+	collector.Wait()
+	return err
 }

@@ -16,6 +16,15 @@ func transitions() map[string]func(before, after map[string]any) error {
 	}
 }
 
+// immutableHints say, by kind name, what to do instead of changing a field that cannot change.
+func immutableHints() map[string]string {
+	return map[string]string{
+		// The provisioner would otherwise keep the devices it has and report them ready in the old place: a
+		// device cannot move to another location, type or rack.
+		"NodePool": "a pool's devices cannot move to another region, device type or selector: create a new node pool with the new placement and scale this one down to 0",
+	}
+}
+
 // versionStreamTransition lets a stream's target_version move forward by one minor at a time, or stay: every
 // cluster on the stream follows it, and OpenShift upgrades one minor at a time and never downgrades, so a jump or
 // a step back would roll every one of them to a release it cannot reach. An admin can force either (force=true),

@@ -48,6 +48,9 @@ type Descriptor struct {
 	// and immutability say, e.g. a VersionStream's minor moving forward one at a time. It returns the refusal, nil
 	// when the change is allowed. A forced update (Patch.Force, admins only) skips it.
 	Transition func(before, after map[string]any) error
+	// ImmutableHint, when set, tells a caller whose change of an immutable field was refused what to do instead
+	// (e.g. create a new node pool); it ends the refusal's message.
+	ImmutableHint string
 }
 
 // Reference is a top-level spec field whose string value is the name of a live resource of a root kind. Creating

@@ -522,7 +522,11 @@ func checkImmutable(d *Descriptor, stored json.RawMessage, spec map[string]any) 
 	for i, f := range fields {
 		names[i] = f.Field
 	}
-	return &Error{Code: CodeImmutable, Message: "immutable spec fields would change: " + strings.Join(names, ", "), Fields: fields}
+	msg := "immutable spec fields would change: " + strings.Join(names, ", ")
+	if d.ImmutableHint != "" {
+		msg += "; " + d.ImmutableHint
+	}
+	return &Error{Code: CodeImmutable, Message: msg, Fields: fields}
 }
 
 // checkTransition asks the kind's transition rule about a change from the stored spec to spec (defaulted), with

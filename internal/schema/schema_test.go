@@ -549,7 +549,7 @@ func TestImmutableFields(t *testing.T) {
 			"hosted_cluster.fips", "hosted_cluster.infra_id", "hosted_cluster.issuer_url", "hosted_cluster.networking",
 			"hosted_cluster.platform", "hosted_cluster.services",
 		}},
-		{nodePoolSpec, nil},
+		{nodePoolSpec, []string{"platform.hivelocity.device_type", "platform.hivelocity.region", "platform.hivelocity.selector"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {

@@ -145,6 +145,12 @@ func (r *Runner) ExternalTransport(system string, base http.RoundTripper) http.R
 	return &externalTransport{system: system, base: base, metrics: r.metrics, log: r.log}
 }
 
+// Registerer registers an adapter's own metrics, served on /metrics beside the runtime's; every series it
+// registers carries the adapter label, as the runtime's do.
+func (r *Runner) Registerer() prometheus.Registerer {
+	return prometheus.WrapRegistererWith(prometheus.Labels{"adapter": r.cfg.Adapter}, r.registry)
+}
+
 // Run works until ctx ends, then stops its sources, lets in-flight reconciles finish within the drain timeout and
 // returns nil. It returns an error only when it cannot start: no controller, a controller without a kind or a
 // reconciler, two controllers of one kind, or replicas configured with different shard counts.

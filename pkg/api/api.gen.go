@@ -701,8 +701,13 @@ type FieldError struct {
 
 // HivelocityPlatform Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
 // tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).
+// Where the devices come from (`region`, `device_type`, `selector`) is fixed when the pool is created: a
+// change is refused (422 `HYPERFLEET-VAL-007`, even with `force=true`), since the pool's devices cannot move.
+// To move a pool, create a new one with the new placement and scale the old one down to 0.
 type HivelocityPlatform struct {
-	// DeviceType Matched against the device's `caphvlabel:deviceType=<device_type>` tag.
+	// DeviceType Matched against the device's `caphvlabel:deviceType=<device_type>` tag. Immutable (422
+	// `HYPERFLEET-VAL-007`): create a new pool and scale this one down.
+	//
 	//
 	// Example: s1.small
 	DeviceType string `json:"device_type"`
@@ -710,13 +715,16 @@ type HivelocityPlatform struct {
 	// OsName The operating system to reload devices with, as the device's product offers it.
 	OsName *string `json:"os_name,omitempty"`
 
-	// Region The Hivelocity location (facility code) the devices must be in.
+	// Region The Hivelocity location (facility code) the devices must be in. Immutable (422 `HYPERFLEET-VAL-007`):
+	// create a new pool and scale this one down.
+	//
 	//
 	// Example: LAX2
 	Region string `json:"region"`
 
 	// Selector Extra `caphvlabel:<key>=<value>` tags a device must carry. Keys are 1–63 characters of letters, digits,
-	// '-', '_' and '.', starting with a letter or digit.
+	// '-', '_' and '.', starting with a letter or digit. Immutable (422 `HYPERFLEET-VAL-007`): create a new
+	// pool and scale this one down.
 	Selector *map[string]string `json:"selector,omitempty"`
 
 	// SshKeyName Name of an SSH key of the Hivelocity account to install (resolved to its id at reload).
@@ -763,7 +771,8 @@ type NodePool struct {
 	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
 	// `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
 	// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
-	// when it holds exactly `replicas` devices, all provisioned with the current spec.
+	// when it holds exactly `replicas` devices, all provisioned with the current spec. `region`, `device_type` and
+	// `selector` cannot change (422 `HYPERFLEET-VAL-007`: create a new pool and scale this one down).
 	Spec        NodePoolSpec   `json:"spec"`
 	Status      ResourceStatus `json:"status"`
 	UpdatedBy   string         `json:"updated_by"`
@@ -786,7 +795,8 @@ type NodePoolCreate struct {
 	// and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
 	// `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
 	// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
-	// when it holds exactly `replicas` devices, all provisioned with the current spec.
+	// when it holds exactly `replicas` devices, all provisioned with the current spec. `region`, `device_type` and
+	// `selector` cannot change (422 `HYPERFLEET-VAL-007`: create a new pool and scale this one down).
 	Spec NodePoolSpec `json:"spec"`
 }
 
@@ -819,7 +829,8 @@ type NodePoolPercent = string
 // and cloud-init user data, and releases devices it no longer needs. A change of `os_name`, `ssh_key_name` or
 // `userdata` re-provisions the devices: never more than `max_unavailable` of them down at once, each next one
 // once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
-// when it holds exactly `replicas` devices, all provisioned with the current spec.
+// when it holds exactly `replicas` devices, all provisioned with the current spec. `region`, `device_type` and
+// `selector` cannot change (422 `HYPERFLEET-VAL-007`: create a new pool and scale this one down).
 type NodePoolSpec struct {
 	// MaxSurge How many devices beyond `replicas` a spec change may claim, provision with the new spec and make ready
 	// before it releases as many outdated ones: a number, or a percentage of `replicas` rounded up. 0 when
@@ -849,6 +860,9 @@ type NodePoolSpec struct {
 	Platform struct {
 		// Hivelocity Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
 		// tagging it `caphv-use=allow` and `caphvlabel:deviceType=<device_type>` (plus any selector labels).
+		// Where the devices come from (`region`, `device_type`, `selector`) is fixed when the pool is created: a
+		// change is refused (422 `HYPERFLEET-VAL-007`, even with `force=true`), since the pool's devices cannot move.
+		// To move a pool, create a new one with the new placement and scale the old one down to 0.
 		Hivelocity HivelocityPlatform `json:"hivelocity"`
 	} `json:"platform"`
 

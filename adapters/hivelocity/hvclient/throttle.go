@@ -24,6 +24,32 @@ const (
 // defaultPause is how long every call pauses after a 429 that says nothing of when the window resets.
 const defaultPause = 30 * time.Second
 
+// Hivelocity's documented budget: 3,600 calls an hour per client IP.
+const (
+	// Window is the length of Hivelocity's rate-limit window. No pause lasts longer: whatever an answer says,
+	// the window has reset by then, and a header that promises more (a clock far off, a misread value) must not
+	// stop the provisioner for longer than that.
+	Window = time.Hour
+	// DefaultAccountRPS is the account's budget the provisioner aims at by default: 3,600 an hour is 1 a
+	// second, less a margin for the operator's own calls.
+	DefaultAccountRPS = 0.9
+	// DefaultAccountBurst is the account's burst by default.
+	DefaultAccountBurst = 10
+	// MinBurst is the smallest burst that works: a claim reserves its check and its write together.
+	MinBurst = 2
+)
+
+// Share returns one replica's part of the account's budget when shards replicas share it (behind one egress IP,
+// Hivelocity counts them as one): the rate divided by the shard count, and the burst likewise but never below
+// MinBurst. An account rate of 0 or less means no budget, and stays so. shards below 1 count as 1.
+func Share(accountRPS float64, accountBurst, shards int) (rps float64, burst int) {
+	shards = max(shards, 1)
+	if accountRPS > 0 {
+		rps = accountRPS / float64(shards)
+	}
+	return rps, max(accountBurst/shards, MinBurst)
+}
+
 type (
 	sendByKey  struct{}
 	prepaidKey struct{}
@@ -184,16 +210,16 @@ func (t *throttle) interval() time.Duration {
 
 // pauseAfter decides whether an answer pauses every call, and for how long: a 429 until its X-RateLimit-Reset
 // (defaultPause without one), and any answer with X-RateLimit-Remaining 0 until its reset, since the next call
-// would only earn a 429.
+// would only earn a 429. No pause is longer than Window.
 func pauseAfter(status int, h http.Header, now time.Time) (time.Duration, bool) {
 	reset, hasReset := resetAfter(h.Get(HeaderRateLimitReset), now)
 	switch {
 	case status == http.StatusTooManyRequests && hasReset:
-		return max(reset, time.Second), true
+		return min(max(reset, time.Second), Window), true
 	case status == http.StatusTooManyRequests:
-		return defaultPause, true
+		return min(defaultPause, Window), true
 	case strings.TrimSpace(h.Get(HeaderRateLimitRemaining)) == "0" && hasReset && reset > 0:
-		return reset, true
+		return min(reset, Window), true
 	}
 	return 0, false
 }

@@ -61,6 +61,11 @@ func TestPauseAfter(t *testing.T) {
 		{name: "429 until the reset", status: 429, h: headers("0", "30"), want: 30 * time.Second, wantOK: true},
 		{name: "429 resetting now pauses a second", status: 429, h: headers("0", "0"), want: time.Second, wantOK: true},
 		{name: "429 without a reset", status: 429, h: headers("", ""), want: defaultPause, wantOK: true},
+		{name: "429 with a reset past the window is capped at it", status: 429, h: headers("0", "7200"), want: Window, wantOK: true},
+		{name: "429 with a reset at the window's end", status: 429, h: headers("0", "3600"), want: Window, wantOK: true},
+		{name: "429 with a Unix reset a day away is capped", status: 429, h: headers("0", "1772704800"), want: Window, wantOK: true},
+		{name: "429 with a malformed reset pauses the default", status: 429, h: headers("0", "soon"), want: defaultPause, wantOK: true},
+		{name: "the last request of a window reset far off", status: 200, h: headers("0", "86400"), want: Window, wantOK: true},
 		{name: "the last request of the window", status: 200, h: headers("0", "120"), want: 2 * time.Minute, wantOK: true},
 		{name: "requests left", status: 200, h: headers("17", "120"), wantOK: false},
 		{name: "no headers", status: 200, h: headers("", ""), wantOK: false},
@@ -71,6 +76,33 @@ func TestPauseAfter(t *testing.T) {
 			got, ok := pauseAfter(tt.status, tt.h, now)
 			require.Equal(t, tt.wantOK, ok)
 			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestShare(t *testing.T) {
+	tests := []struct {
+		name        string
+		rps         float64
+		burst       int
+		shards      int
+		wantRPS     float64
+		wantBurst   int
+		wantPerHour float64 // what the replicas together may send in Hivelocity's window
+	}{
+		{name: "one replica takes the whole budget", rps: 0.9, burst: 10, shards: 1, wantRPS: 0.9, wantBurst: 10, wantPerHour: 3240},
+		{name: "three replicas share it", rps: 0.9, burst: 10, shards: 3, wantRPS: 0.3, wantBurst: 3, wantPerHour: 3240},
+		{name: "ten replicas keep the burst a claim needs", rps: 0.9, burst: 10, shards: 10, wantRPS: 0.09, wantBurst: MinBurst, wantPerHour: 3240},
+		{name: "no shard count counts as one", rps: 0.9, burst: 10, shards: 0, wantRPS: 0.9, wantBurst: 10, wantPerHour: 3240},
+		{name: "no budget stays none", rps: 0, burst: 10, shards: 4, wantRPS: 0, wantBurst: MinBurst, wantPerHour: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rps, burst := Share(tt.rps, tt.burst, tt.shards)
+			require.InDelta(t, tt.wantRPS, rps, 1e-12)
+			require.Equal(t, tt.wantBurst, burst)
+			require.InDelta(t, tt.wantPerHour, rps*float64(max(tt.shards, 1))*Window.Seconds(), 1e-6)
+			require.LessOrEqual(t, rps*float64(max(tt.shards, 1))*Window.Seconds(), 3600.0, "over Hivelocity's 3,600 an hour")
 		})
 	}
 }
@@ -110,6 +142,23 @@ func TestThrottlePausesEveryCallAfterA429(t *testing.T) {
 		require.Greater(t, RetryAfter(err), 59*time.Minute)
 	}
 	require.Equal(t, int32(1), base.calls.Load(), "paused calls reached the API")
+}
+
+// A 429 whose reset lies a day ahead (a clock far off, or a misread header) pauses the calls for one window,
+// not a day.
+func TestThrottlePauseNeverOutlastsTheWindow(t *testing.T) {
+	h := http.Header{}
+	h.Set(HeaderRateLimitReset, "86400")
+	base := &countingTransport{status: http.StatusTooManyRequests, header: h}
+	th := newThrottle(base, 0, 1)
+	th.now = func() time.Time { return now }
+	require.NoError(t, get(context.Background(), t, th))
+	err := get(context.Background(), t, th)
+	require.ErrorIs(t, err, ErrRateLimited)
+	require.Equal(t, Window, RetryAfter(err))
+	th.now = func() time.Time { return now.Add(Window) }
+	require.NoError(t, get(context.Background(), t, th), "calls go out again once the window has passed")
+	require.Equal(t, int32(2), base.calls.Load())
 }
 
 func TestThrottleSendDeadline(t *testing.T) {
