@@ -176,6 +176,7 @@ func (f Fault) withDefaults() Fault {
 		if f.Message == "" {
 			f.Message = refusalMessage(f.Status)
 		}
+	default: // the other kinds have no defaulted field
 	}
 	return f
 }
