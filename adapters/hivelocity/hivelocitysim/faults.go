@@ -176,6 +176,7 @@ func (f Fault) withDefaults() Fault {
 		if f.Message == "" {
 			f.Message = refusalMessage(f.Status)
 		}
+	default: // the other kinds have no defaulted field
 	}
 	return f
 }
@@ -203,7 +204,7 @@ func (f Fault) randomDelay() time.Duration {
 	if f.MaxDelay <= f.Delay {
 		return f.Delay
 	}
-	return f.Delay + rand.N(f.MaxDelay-f.Delay+1)
+	return f.Delay + rand.N(f.MaxDelay-f.Delay+1) //nolint:gosec // simulated delay, not a secret
 }
 
 // SetFault installs f from now on, replacing a fault of the same kind and device (and, for refused, Op). It returns an error wrapping
@@ -357,7 +358,7 @@ func (s *Simulator) takeRefusal(op Operation, method string, id int32, now time.
 		if f.Kind != FaultRefused || !f.activeAt(now) || (f.DeviceID != 0 && f.DeviceID != id) {
 			continue
 		}
-		if f.Op == "" && method != http.MethodPut && method != http.MethodPost || f.Op != "" && f.Op != op {
+		if (f.Op == "" && method != http.MethodPut && method != http.MethodPost) || (f.Op != "" && f.Op != op) {
 			continue
 		}
 		if match == nil || match.DeviceID == 0 && f.DeviceID != 0 {

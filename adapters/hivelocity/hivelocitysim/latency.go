@@ -22,7 +22,7 @@ func (s *Simulator) latencyFor(id int32, now time.Time) latency {
 		return latency{}
 	}
 	total := f.randomDelay()
-	before := rand.N(total + 1)
+	before := rand.N(total + 1) //nolint:gosec // simulated latency, not a secret
 	return latency{before: before, after: total - before}
 }
 
