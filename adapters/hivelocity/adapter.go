@@ -74,7 +74,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", o.OrphanGrace, "how long a device tagged for a node pool the API does not know is left alone before it is released (from when this replica first saw it)")
 	fs.BoolVar(&o.OrphanDryRun, "orphan-dry-run", o.OrphanDryRun, "only list (log and count) the orphaned devices that would be released")
 	fs.StringVar(&o.BaseDomain, "base-domain", o.BaseDomain, "DNS domain of the hosts of clusters without spec.hosted_cluster.dns.base_domain")
-	fs.DurationVar(&o.ClaimSettle, "claim-settle", o.ClaimSettle, "how long a claim waits before reading its tags back: more than twice the longest tag write delay, plus a fifth of itself")
+	fs.DurationVar(&o.ClaimSettle, "claim-settle", o.ClaimSettle, "how long a claim waits before reading its tags back: at least twice the longest tag-write delay plus two fifths of itself (answers may take a fifth each); every replica needs the same")
 	fs.DurationVar(&o.ListTTL, "device-list-ttl", o.ListTTL, "how long one device list serves every pool")
 	fs.DurationVar(&o.PollInterval, "provisioning-poll-interval", o.PollInterval, "how soon a pool whose devices are changing is looked at again")
 	fs.DurationVar(&o.StatusInterval, "status-interval", o.StatusInterval, "first wait between status reads of an installing device (doubles, up to 8 times)")

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,11 +21,12 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
-// tagDelay is how long the simulator hides a tag write in these tests; claimSettle covers it (2·delay + a fifth
-// of the settle).
+// tagDelay is how long the simulator hides a tag write in these tests; claimSettle covers it (see claimBudget:
+// δ up to 300 ms) and leaves each loopback check and write 200 ms, ample even on a loaded machine (a claim that
+// overran would only fail, not break the proof, but these tests count on a winner).
 const (
 	tagDelay    = 60 * time.Millisecond
-	claimSettle = 200 * time.Millisecond
+	claimSettle = time.Second
 )
 
 // claimEnv is a simulator that delays tag writes, on the real clock.
@@ -192,4 +195,44 @@ func TestDeviceCacheSharesOneList(t *testing.T) {
 	_, err = r.devices.fresh(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 3, lists())
+}
+
+// slowTagWrites delays the answer of every tag write (after the simulator applied it) by delay.
+type slowTagWrites struct {
+	base  http.RoundTripper
+	delay time.Duration
+}
+
+func (s slowTagWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/tags") {
+		time.Sleep(s.delay)
+	}
+	return resp, err
+}
+
+// A claim whose write came back later than its budget proves nothing: it is not trusted, and the device it tagged
+// is untagged for a later claim.
+func TestClaimWhoseWriteOverranIsNotTrusted(t *testing.T) {
+	e := newClaimEnv(t, 1)
+	client, err := hvclient.New(hvclient.Config{URL: e.url, APIKeyFile: e.key, Timeout: 5 * time.Second,
+		Transport: slowTagWrites{base: http.DefaultTransport, delay: budgetOf(claimSettle).Write + 50*time.Millisecond}})
+	require.NoError(t, err)
+	s := DefaultSettings()
+	s.ClaimSettle, s.ListTTL = claimSettle, 10*time.Millisecond
+	r, err := NewReconciler(client, s, nil, nil)
+	require.NoError(t, err)
+	won := claimPass(r, poolA).claim(context.Background(), []claimTarget{{slot: 0, dev: hvclient.Device{ID: 1000}}})
+	require.Empty(t, won)
+	var writes [][]string
+	for _, req := range e.sim.RequestsFor(1000) {
+		if req.Op == hivelocitysim.OpPutTags {
+			writes = append(writes, req.Tags)
+		}
+	}
+	require.Len(t, writes, 2, "the claim, then its release")
+	_, claimed := ownershipOf(writes[0])
+	_, still := ownershipOf(writes[1])
+	require.True(t, claimed)
+	require.False(t, still, "the untrusted claim was untagged: %v", writes[1])
 }

@@ -1,11 +1,13 @@
 package hivelocity
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hivelocitysim"
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hvclient"
 )
 
@@ -157,6 +159,58 @@ func TestRebase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.got, rebase(tt.base, tt.want, tt.fresh))
+		})
+	}
+}
+
+// Immediately before a reload, and before any tag write, the device is read afresh: a change since the pass
+// looked (another claim, another owner, a reload already started) stops the call, whatever Hivelocity would
+// accept.
+func TestReloadAndWritesStopWhenTheDeviceChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(tb testing.TB, other *hvclient.Client, tags []string)
+	}{
+		{name: "claimed again", change: func(tb testing.TB, other *hvclient.Client, tags []string) {
+			tb.Helper()
+			own, _ := ownershipOf(tags)
+			own.Claim = Claim{At: own.Claim.At.Add(time.Millisecond), Nonce: "theirs"}
+			require.NoError(tb, other.SetTags(context.Background(), 1000, withOwnership(tags, own)))
+		}},
+		{name: "untagged", change: func(tb testing.TB, other *hvclient.Client, tags []string) {
+			tb.Helper()
+			require.NoError(tb, other.SetTags(context.Background(), 1000, operatorTags(tags)))
+		}},
+		{name: "reloading", change: func(tb testing.TB, other *hvclient.Client, tags []string) {
+			tb.Helper()
+			require.NoError(tb, other.Reload(context.Background(), 1000, hvclient.Reload{OSName: "Ubuntu 22.x", Hostname: "x.example.com",
+				Tags: tags, SkipPowerCheck: true}))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newClaimEnv(t, 1)
+			r := e.replica(t)
+			p := claimPass(r, poolA)
+			won := p.claim(context.Background(), []claimTarget{{slot: 0, dev: hvclient.Device{ID: 1000}}})
+			require.Len(t, won, 1)
+			m := won[0]
+			other, err := hvclient.New(hvclient.Config{URL: e.url, APIKeyFile: e.key, Timeout: 5 * time.Second})
+			require.NoError(t, err)
+			tt.change(t, other, m.dev.Tags)
+			time.Sleep(2 * tagDelay) // the change shows
+			e.sim.ResetRequests()
+
+			p.strip(context.Background(), m)
+			require.ErrorIs(t, p.write(context.Background(), m, permanentError(m.dev.Tags, "test")), errDeviceChanged)
+			own := m.own
+			own.Spec, own.ReloadAt = spec, epoch
+			p.reload(context.Background(), m, own, hvclient.Reload{OSName: "Ubuntu 22.x", Hostname: "w-0.example.com"}, StateReloading)
+			reqs := e.sim.Requests()
+			require.Len(t, reqs, 3, "one fresh read each for the strip, the write and the reload")
+			for _, req := range reqs {
+				require.Equal(t, hivelocitysim.OpGetDeviceDump, req.Op, "request %d after the device changed", req.Seq)
+			}
 		})
 	}
 }

@@ -17,23 +17,38 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 )
 
-// Three unsharded replicas (each with its own API key, so that the simulator's log tells them apart) provision
-// two pools of five from twelve eligible devices while every tag write takes 150 ms to show: each device ends in
-// at most one pool and is reloaded once, by one replica, and both pools get their five.
+// Three unsharded replicas (each with its own API key and User-Agent, so that the simulator's log tells them
+// apart) provision two pools of three from eight eligible devices with the provisioner's default claim settle,
+// while every answer takes 0.3–1.2 s, every tag write shows 0.2–1.5 s late, and Hivelocity accepts a second reload
+// of a reloading device (as the real API may). The simulator's log shows no device claimed by two pools, none
+// reloaded twice for one spec, and no tag write that undid another writer's (see undoneWrites).
 func TestHivelocityClaimsAreExactlyOnceAcrossReplicas(t *testing.T) {
 	s, c := hvServer(t)
 	keys := []string{"replica-a", "replica-b", "replica-c"}
 	sim := startHivelocitySim(t, keys...)
-	require.NoError(t, sim.Seed(spareDevices(100, 12)...))
-	require.NoError(t, sim.SetFault(hivelocitysim.Fault{Kind: hivelocitysim.FaultDelayedTagWrites, Delay: 150 * time.Millisecond}))
-	for _, k := range keys {
-		startProvisioner(t, s, k, hvOptions(t, sim, k))
+	require.NoError(t, sim.Seed(spareDevices(100, 8)...))
+	for _, f := range []hivelocitysim.Fault{
+		{Kind: hivelocitysim.FaultSlowAnswers, Delay: 300 * time.Millisecond, MaxDelay: 1200 * time.Millisecond},
+		{Kind: hivelocitysim.FaultDelayedTagWrites, Delay: 200 * time.Millisecond, MaxDelay: 1500 * time.Millisecond},
+		{Kind: hivelocitysim.FaultConcurrentReloadAccepted},
+	} {
+		require.NoError(t, sim.SetFault(f))
 	}
-	pools := []*api.NodePool{createHVPool(t, s, c, "alpha", poolSpec(5, "#alpha\n")), createHVPool(t, s, c, "beta", poolSpec(5, "#beta\n"))}
+	var adoptAfter time.Duration
+	for _, k := range keys {
+		o := hvOptions(t, sim, k)
+		o.ClaimSettle, o.Timeout = hivelocity.DefaultSettings().ClaimSettle, 10*time.Second
+		adoptAfter = o.AdoptAfter()
+		startProvisioner(t, s, k, o)
+	}
+	const size = 3
+	pools := []*api.NodePool{createHVPool(t, s, c, "alpha", poolSpec(size, "#alpha\n")), createHVPool(t, s, c, "beta", poolSpec(size, "#beta\n"))}
 
 	for _, p := range pools {
-		reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
-		waitFor(t, "pool "+p.Name+" to hold exactly its five devices", func() bool { return len(owned(sim, p.Id.String())) == 5 })
+		waitWithin(t, 3*time.Minute, "pool "+p.Name+" ready", func() bool {
+			return conditionIs(poolReport(t, s, p), "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+		})
+		waitWithin(t, time.Minute, "pool "+p.Name+" to hold exactly its devices", func() bool { return len(owned(sim, p.Id.String())) == size })
 	}
 	byPool := map[string]int{}
 	for _, d := range sim.Devices() {
@@ -48,43 +63,44 @@ func TestHivelocityClaimsAreExactlyOnceAcrossReplicas(t *testing.T) {
 			byPool[name]++
 		}
 	}
-	require.Equal(t, map[string]int{"alpha": 5, "beta": 5}, byPool)
+	require.Equal(t, map[string]int{"alpha": size, "beta": size}, byPool)
 
-	// Only the pool that won a device ever asks to reload it (a pool that lost a claim but went on would, and the
-	// API's own refusals would hide it), and it does so once.
+	reqs := sim.Requests()
+	// Only the pool that won a device ever asks to reload it (a pool that lost a claim but went on would), and
+	// the device is reloaded once for its spec, although Hivelocity would accept a second reload.
 	reloadedFor := map[int32]map[string]bool{}
-	for _, r := range sim.Requests() {
+	for _, r := range reqs {
 		if r.Op != hivelocitysim.OpReloadDevice || r.Reload == nil {
 			continue
 		}
-		for _, tag := range r.Reload.Tags {
-			if v, ok := strings.CutPrefix(tag, hivelocity.KeyNodePool+"="); ok {
-				if reloadedFor[r.DeviceID] == nil {
-					reloadedFor[r.DeviceID] = map[string]bool{}
-				}
-				reloadedFor[r.DeviceID][v] = true
-			}
+		if reloadedFor[r.DeviceID] == nil {
+			reloadedFor[r.DeviceID] = map[string]bool{}
 		}
+		reloadedFor[r.DeviceID][tagOf(r.Reload.Tags, hivelocity.KeyNodePool)] = true
+		require.False(t, r.Reload.Restart, "request %d restarted device %d's running reload", r.Seq, r.DeviceID)
 	}
 	for id, in := range reloadedFor {
 		require.Len(t, in, 1, "device %d was reloaded for two pools", id)
 	}
-	reloads := startedReloads(sim)
-	for id, r := range reloads {
-		require.Len(t, r, 1, "device %d was reloaded more than once: %+v", id, r)
+	for id, bySpec := range reloadsPerSpec(reqs) {
+		for spec, n := range bySpec {
+			require.Equal(t, 1, n, "device %d was reloaded %d times for %s", id, n, spec)
+		}
 	}
 	// A claim of another pool can only be written before the claim that won was settled, hence before the
 	// winner's reload: one written after it means a pool claimed a device it should have seen owned.
-	for _, w := range sim.Requests() {
+	reloads := startedReloads(sim)
+	for _, w := range reqs {
 		first, ok := reloads[w.DeviceID]
-		if w.Op != hivelocitysim.OpPutTags || !ok || w.Seq < first[0].Seq {
+		if w.Op != hivelocitysim.OpPutTags || !ok || w.Seq < first[0].Seq || tagOf(w.Tags, hivelocity.KeyClaim) == "" {
 			continue
 		}
-		require.NotContains(t, strings.Join(w.Tags, " "), hivelocity.KeyClaim+"=",
-			"device %d got a claim (%v) after it was reloaded for its pool", w.DeviceID, w.Tags)
+		require.Equal(t, tagOf(first[0].Reload.Tags, hivelocity.KeyNodePool), tagOf(w.Tags, hivelocity.KeyNodePool),
+			"device %d got another pool's claim (%v) after it was reloaded for its pool", w.DeviceID, w.Tags)
 	}
+	require.Empty(t, undoneWrites(reqs, adoptAfter), "tag writes that undid another writer's")
 	for _, p := range pools {
-		require.Equal(t, 5, readyDevices(sim, p.Id.String(), specOf(t, s, p)))
+		require.Equal(t, size, readyDevices(sim, p.Id.String(), specOf(t, s, p)))
 	}
 }
 
