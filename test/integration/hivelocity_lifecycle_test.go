@@ -370,3 +370,47 @@ func TestHivelocityRefusedWipeSaysWhatBlocksDeletion(t *testing.T) {
 		return got.StatusCode() == http.StatusNotFound
 	})
 }
+
+// A userdata change of a pool of 3 with max_surge 1 and max_unavailable 0 claims and provisions a fourth device
+// first and releases an outdated one only once the new one is ready: the pool never has fewer than 3 devices up,
+// nor more than 4 it keeps.
+func TestHivelocitySurgeKeepsThePoolServing(t *testing.T) {
+	s, c := hvServer(t)
+	sim := startHivelocitySim(t, "k")
+	require.NoError(t, sim.Seed(spareDevices(100, 4)...))
+	startProvisioner(t, s, "r", hvOptions(t, sim, "k"))
+	p := createHVPool(t, s, c, "surge", poolSpecWith(3, "#v1\n", `"max_unavailable":0,"max_surge":1`))
+	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+	before := specOf(t, s, p)
+
+	var mu sync.Mutex
+	fewestUp, mostKept := 3, 0
+	stop := sampler(func() {
+		up, kept := 0, 0
+		for _, d := range owned(sim, p.Id.String()) {
+			if hasTag(d, hivelocity.KeyRelease) {
+				continue
+			}
+			kept++
+			if !d.IsReload && d.PowerStatus == hivelocitysim.PowerOn && d.PowerTransition == nil {
+				up++
+			}
+		}
+		mu.Lock()
+		fewestUp, mostKept = min(fewestUp, up), max(mostKept, kept)
+		mu.Unlock()
+	})
+	defer stop()
+	patchPool(t, s, p, `{"spec":{"platform":{"hivelocity":{"userdata":"#v2\n"}}}}`)
+	waitWithin(t, 90*time.Second, "every device on the new spec", func() bool {
+		spec := specOf(t, s, p)
+		return spec != before && readyDevices(sim, p.Id.String(), spec) == 3 &&
+			conditionIs(poolReport(t, s, p), "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 3, fewestUp, "the surge took a device down before its replacement was up")
+	require.Equal(t, 4, mostKept, "the surge never claimed its extra device, or more")
+	require.Len(t, owned(sim, p.Id.String()), 3)
+}
