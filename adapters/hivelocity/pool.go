@@ -30,7 +30,6 @@ const (
 	DefaultMaxUnhealthy = 1
 )
 
-
 // ErrInvalidSpec is wrapped by poolOf for a pool the provisioner cannot act on.
 var ErrInvalidSpec = errors.New("invalid node pool spec")
 
