@@ -327,8 +327,8 @@ func degraded(s summary, c counts) conditions.Reported {
 		}
 	}
 	for _, m := range s.Remediated {
-		parts = append(parts, fmt.Sprintf("device %d (slot %d) taken out at %s (powered off, wiped, marked %s) and replaced", m.DeviceID, m.Slot,
-			m.At.UTC().Format(time.RFC3339), m.Why))
+		parts = append(parts, fmt.Sprintf("device %d (slot %d) taken out at %s: powered off and wiped, then marked %s; a replacement takes its slot",
+			m.DeviceID, m.Slot, m.At.UTC().Format(time.RFC3339), m.Why))
 	}
 	r.Message = strings.Join(parts, "; ")
 	if len(r.Message) > conditions.MaxConditionMessage {
