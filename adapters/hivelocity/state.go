@@ -283,7 +283,7 @@ func surplus(replicas int, keep []*member) []*member {
 			continue
 		}
 		up := available(m.state) && !m.stopping
-		if up && avail-1 < replicas {
+		if up && avail <= replicas {
 			continue
 		}
 		if up {

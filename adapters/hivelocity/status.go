@@ -258,7 +258,7 @@ func escalated(refused []refusal, limit int) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("Hivelocity refuses calls for %d device(s): %w", len(errs), errors.Join(errs...))
+	return fmt.Errorf("hivelocity refuses calls for %d device(s): %w", len(errs), errors.Join(errs...))
 }
 
 func blockedReason(err error) string {
