@@ -30,10 +30,6 @@ const (
 	DefaultMaxUnhealthy = 1
 )
 
-// maxGen is the slot generation a pool's host names are checked with: a slot whose devices were replaced more
-// often than that may outgrow a DNS label with a long pool name, and its reload is then refused.
-const maxGen = 999
-
 // ErrInvalidSpec is wrapped by poolOf for a pool the provisioner cannot act on.
 var ErrInvalidSpec = errors.New("invalid node pool spec")
 
@@ -99,8 +95,8 @@ func poolOf(obj *adapter.Object, defaultDomain string) (Pool, error) {
 		return p, fmt.Errorf("%w: platform.hivelocity needs device_type and region", ErrInvalidSpec)
 	case p.Cluster == "" || p.ClusterID == "":
 		return p, fmt.Errorf("%w: the pool's cluster is unknown", ErrInvalidSpec)
-	case !hvclient.ValidHostname(p.Hostname(p.Replicas+p.MaxSurge, maxGen)):
-		return p, fmt.Errorf("%w: %q is not a valid host name", ErrInvalidSpec, p.Hostname(p.Replicas+p.MaxSurge, maxGen))
+	case !hvclient.ValidHostname(p.Hostname(p.Replicas+p.MaxSurge, 0)):
+		return p, fmt.Errorf("%w: %q is not a valid host name", ErrInvalidSpec, p.Hostname(p.Replicas+p.MaxSurge, 0))
 	}
 	return p, nil
 }

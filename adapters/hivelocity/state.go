@@ -13,12 +13,12 @@ import (
 //	(eligible) ──claim──▶ claimed ──shutdown, reload──▶ reloading ──installer boots──▶ installing ──▶ ready
 //	                         │                               │ stuck past a timeout, or failed     │  │
 //	                         │                               ▼                                     │  │ powered off
-//	                         │                      caphv-permanent-error (leaves the pool)        │  ▼
+//	                         │   remediating: shutdown, wipe, then caphv-permanent-error (leaves)  │  ▼
 //	                         │                                                                     │ off ──boot──▶ ready
 //	                         └──────── release: untag ◀── releasing ◀── shutdown, wipe reload ◀────┘
 //
 // A ready device whose spec tag is not the pool's is reported "outdated" and re-provisioned (shutdown, reload)
-// one at a time.
+// within the pool's MaxUnavailable, or replaced by a surge (see decide).
 type State string
 
 // Device states.
@@ -283,7 +283,7 @@ func surplus(replicas int, keep []*member) []*member {
 			continue
 		}
 		up := available(m.state) && !m.stopping
-		if up && avail-1 < replicas {
+		if up && avail <= replicas {
 			continue
 		}
 		if up {

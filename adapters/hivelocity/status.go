@@ -258,7 +258,7 @@ func escalated(refused []refusal, limit int) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("Hivelocity refuses calls for %d device(s): %w", len(errs), errors.Join(errs...))
+	return fmt.Errorf("hivelocity refuses calls for %d device(s): %w", len(errs), errors.Join(errs...))
 }
 
 func blockedReason(err error) string {
@@ -327,8 +327,8 @@ func degraded(s summary, c counts) conditions.Reported {
 		}
 	}
 	for _, m := range s.Remediated {
-		parts = append(parts, fmt.Sprintf("device %d (slot %d) taken out at %s (powered off, wiped, marked %s) and replaced", m.DeviceID, m.Slot,
-			m.At.UTC().Format(time.RFC3339), m.Why))
+		parts = append(parts, fmt.Sprintf("device %d (slot %d) taken out at %s: powered off and wiped, then marked %s; a replacement takes its slot",
+			m.DeviceID, m.Slot, m.At.UTC().Format(time.RFC3339), m.Why))
 	}
 	r.Message = strings.Join(parts, "; ")
 	if len(r.Message) > conditions.MaxConditionMessage {

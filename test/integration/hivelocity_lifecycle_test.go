@@ -128,8 +128,40 @@ func TestHivelocityScaleDownIsReadyOnlyOnceReleased(t *testing.T) {
 	}
 }
 
+// mostDownAtOnce returns how many of the devices were down (powered off or reloading) at once from `from` on, by
+// the simulator's per-device History. Transitions at one instant are applied together before counting.
+func mostDownAtOnce(sim *hvSim, ids []int32, from time.Time) int {
+	type event struct {
+		at   time.Time
+		id   int32
+		down bool
+	}
+	var events []event
+	for _, id := range ids {
+		for _, tr := range sim.History(id) {
+			events = append(events, event{at: tr.At, id: id, down: tr.IsReload || tr.PowerStatus != hivelocitysim.PowerOn})
+		}
+	}
+	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	down, most := map[int32]bool{}, 0
+	for i, e := range events {
+		down[e.id] = e.down
+		if i+1 < len(events) && events[i+1].at.Equal(e.at) || e.at.Before(from) {
+			continue
+		}
+		n := 0
+		for _, d := range down {
+			if d {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
 // A userdata change of a pool of 5 with max_unavailable 2 re-provisions every device, never with more than two of
-// them down (powered off, shutting down or reloading) at any moment.
+// them down (powered off or reloading, by the simulator's History) at any moment.
 func TestHivelocityRollKeepsMaxUnavailable(t *testing.T) {
 	s, c := hvServer(t)
 	sim := startHivelocitySim(t, "k")
@@ -138,31 +170,20 @@ func TestHivelocityRollKeepsMaxUnavailable(t *testing.T) {
 	p := createHVPool(t, s, c, "roll", poolSpecWith(5, "#v1\n", `"max_unavailable":2`))
 	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
 	before := specOf(t, s, p)
+	var ids []int32
+	for _, d := range owned(sim, p.Id.String()) {
+		ids = append(ids, d.ID)
+	}
+	require.Len(t, ids, 5)
 
-	var mu sync.Mutex
-	mostDown := 0
-	stop := sampler(func() {
-		down := 0
-		for _, d := range owned(sim, p.Id.String()) {
-			if d.IsReload || d.PowerStatus != hivelocitysim.PowerOn || d.PowerTransition != nil {
-				down++
-			}
-		}
-		mu.Lock()
-		mostDown = max(mostDown, down)
-		mu.Unlock()
-	})
-	defer stop()
+	patched := time.Now()
 	patchPool(t, s, p, `{"spec":{"platform":{"hivelocity":{"userdata":"#v2\n"}}}}`)
 	waitWithin(t, 90*time.Second, "every device on the new spec", func() bool {
 		spec := specOf(t, s, p)
 		return spec != before && readyDevices(sim, p.Id.String(), spec) == 5 &&
 			conditionIs(poolReport(t, s, p), "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
 	})
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, 2, mostDown, "a roll with max_unavailable 2 must use it, and never exceed it")
+	require.Equal(t, 2, mostDownAtOnce(sim, ids, patched), "a roll with max_unavailable 2 must use it, and never exceed it")
 	for id, r := range startedReloads(sim) {
 		require.Len(t, r, 2, "device %d: provisioned, then re-provisioned once", id)
 		require.Equal(t, "#v2\n", r[1].Reload.Script)
@@ -300,4 +321,96 @@ func TestHivelocityRemediatesOneAtATime(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, 1, most, "more than max_unhealthy devices were in remediation at once")
 	require.ElementsMatch(t, stuck, done)
+}
+
+// A wipe Hivelocity refuses during deletion makes the pool say, within a minute, what blocks its finalization and
+// how to force it (Health=False once refused three times); doing what it says lets the deletion complete.
+func TestHivelocityRefusedWipeSaysWhatBlocksDeletion(t *testing.T) {
+	s, c := hvServer(t)
+	sim := startHivelocitySim(t, "k")
+	require.NoError(t, sim.Seed(spareDevices(100, 1)...))
+	startProvisioner(t, s, "r", hvOptions(t, sim, "k"))
+	p := createHVPool(t, s, c, "locked", poolSpec(1, "#cloud-config\n"))
+	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+	id := owned(sim, p.Id.String())[0].ID
+	const refusal = "Device is locked by an open support ticket."
+	// 409: hvclient takes a 403 for a refused API key, not a refused action.
+	require.NoError(t, sim.SetFault(hivelocitysim.Fault{Kind: hivelocitysim.FaultRefused, Op: hivelocitysim.OpReloadDevice, DeviceID: id,
+		Status: http.StatusConflict, Message: refusal}))
+
+	resp, err := s.DeleteNodePoolWithResponse(ctxFor(t), c.Id, p.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode(), "body: %s", resp.Body)
+	var msg string
+	waitWithin(t, time.Minute, "the pool to say why it cannot finalize", func() bool {
+		st := poolReport(t, s, p)
+		if st == nil || condition(st, hivelocity.ConditionDevicesReady) == nil {
+			return false
+		}
+		msg = deref(condition(st, hivelocity.ConditionDevicesReady).Message)
+		return strings.Contains(msg, fmt.Sprintf("device %d: wipe (reload) refused", id)) &&
+			conditionIs(st, "Health", api.ConditionStatusFalse, hivelocity.ReasonCallRefused)
+	})
+	require.Contains(t, msg, refusal)
+	require.Contains(t, msg, fmt.Sprintf("remove the %s* tags of device %d by hand", hivelocity.TagPrefix, id))
+
+	// Do what the message says.
+	req, err := http.NewRequestWithContext(ctxFor(t), http.MethodPut, fmt.Sprintf("%s/device/%d/tags", sim.url, id),
+		strings.NewReader(`{"tags":["`+strings.Join(spareDevices(id, 1)[0].Tags, `","`)+`"]}`))
+	require.NoError(t, err)
+	req.Header.Set("X-API-KEY", "k")
+	req.Header.Set("Content-Type", "application/json")
+	put, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, put.Body.Close())
+	require.Equal(t, http.StatusOK, put.StatusCode)
+	waitFor(t, "the node pool to disappear", func() bool {
+		got, err := s.GetNodePoolWithResponse(ctxFor(t), c.Id, p.Id)
+		require.NoError(t, err)
+		return got.StatusCode() == http.StatusNotFound
+	})
+}
+
+// A userdata change of a pool of 3 with max_surge 1 and max_unavailable 0 claims and provisions a fourth device
+// first and releases an outdated one only once the new one is ready: the pool never has fewer than 3 devices up,
+// nor more than 4 it keeps.
+func TestHivelocitySurgeKeepsThePoolServing(t *testing.T) {
+	s, c := hvServer(t)
+	sim := startHivelocitySim(t, "k")
+	require.NoError(t, sim.Seed(spareDevices(100, 4)...))
+	startProvisioner(t, s, "r", hvOptions(t, sim, "k"))
+	p := createHVPool(t, s, c, "surge", poolSpecWith(3, "#v1\n", `"max_unavailable":0,"max_surge":1`))
+	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+	before := specOf(t, s, p)
+
+	var mu sync.Mutex
+	fewestUp, mostKept := 3, 0
+	stop := sampler(func() {
+		up, kept := 0, 0
+		for _, d := range owned(sim, p.Id.String()) {
+			if hasTag(d, hivelocity.KeyRelease) {
+				continue
+			}
+			kept++
+			if !d.IsReload && d.PowerStatus == hivelocitysim.PowerOn && d.PowerTransition == nil {
+				up++
+			}
+		}
+		mu.Lock()
+		fewestUp, mostKept = min(fewestUp, up), max(mostKept, kept)
+		mu.Unlock()
+	})
+	defer stop()
+	patchPool(t, s, p, `{"spec":{"platform":{"hivelocity":{"userdata":"#v2\n"}}}}`)
+	waitWithin(t, 90*time.Second, "every device on the new spec", func() bool {
+		spec := specOf(t, s, p)
+		return spec != before && readyDevices(sim, p.Id.String(), spec) == 3 &&
+			conditionIs(poolReport(t, s, p), "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 3, fewestUp, "the surge took a device down before its replacement was up")
+	require.Equal(t, 4, mostKept, "the surge never claimed its extra device, or more")
+	require.Len(t, owned(sim, p.Id.String()), 3)
 }
