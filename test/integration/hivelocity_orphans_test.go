@@ -28,7 +28,8 @@ const (
 // Devices tagged for node pools the API does not know are released — wiped and untagged — once the grace period
 // has passed, and not before: the devices of a pool removed behind the provisioner's back (force-delete skips
 // its finalizer), a device tagged by hand for a made-up pool of an existing cluster, and one for a made-up pool
-// of a made-up cluster. A live pool's device is left alone.
+// of a made-up cluster. As with a deleted pool, a device only claimed is just untagged. A live pool's device is
+// left alone.
 func TestHivelocityOrphansAreReleasedAfterTheGracePeriod(t *testing.T) {
 	const grace = 2 * time.Second
 	s, c := hvServer(t)
@@ -55,12 +56,17 @@ func TestHivelocityOrphansAreReleasedAfterTheGracePeriod(t *testing.T) {
 	resp, err := s.ForceDeleteNodePoolWithResponse(ctxFor(t), c.Id, leaked.Id)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode(), "body: %s", resp.Body)
+	// By hand: one device only claimed (it never got a pool's data: it is untagged, not wiped), and one that looks
+	// provisioned, for a pool of a cluster that does not exist either.
+	reloaded := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
 	byHand := []hivelocitysim.Device{
 		spareDevices(300, 1, hivelocity.KeyCluster+"="+c.Id.String(), hivelocity.KeyNodePool+"="+uuid.NewString(), hivelocity.KeySlot+"=0")[0],
-		spareDevices(301, 1, hivelocity.KeyCluster+"="+uuid.NewString(), hivelocity.KeyNodePool+"="+uuid.NewString(), hivelocity.KeySlot+"=0")[0],
+		spareDevices(301, 1, hivelocity.KeyCluster+"="+uuid.NewString(), hivelocity.KeyNodePool+"="+uuid.NewString(), hivelocity.KeySlot+"=0",
+			hivelocity.KeySpec+"=0123456789ab", hivelocity.KeyReload+"="+reloaded)[0],
 	}
 	require.NoError(t, sim.Seed(byHand...))
 	orphans = append(orphans, 300, 301)
+	onlyClaimed := map[int32]bool{300: true}
 
 	for _, id := range orphans {
 		waitFor(t, "orphaned device "+strconv.Itoa(int(id))+" untagged", func() bool {
@@ -71,7 +77,7 @@ func TestHivelocityOrphansAreReleasedAfterTheGracePeriod(t *testing.T) {
 	for _, id := range orphans {
 		var wiped bool
 		for _, r := range sim.Requests() {
-			if r.DeviceID != id || r.Method == http.MethodGet {
+			if r.DeviceID != id || r.Method == http.MethodGet || r.Time.Before(orphanedAt) { // before: the pool's own provisioning
 				continue
 			}
 			require.False(t, r.Time.Before(orphanedAt.Add(grace)), "device %d was written to within the grace period: %+v", id, r)
@@ -81,7 +87,7 @@ func TestHivelocityOrphansAreReleasedAfterTheGracePeriod(t *testing.T) {
 				wiped = true
 			}
 		}
-		require.True(t, wiped, "device %d was untagged without being wiped", id)
+		require.Equal(t, !onlyClaimed[id], wiped, "device %d: wiped %v", id, wiped)
 		d, _ := simDeviceByID(sim, id)
 		require.Contains(t, d.Tags, hivelocity.TagUseAllow, "the operator's tags stay")
 	}
