@@ -40,7 +40,7 @@ func (p *pass) fill(ctx context.Context, slots []int) {
 	for _, m := range p.claim(ctx, targets) {
 		p.members = append(p.members, m)
 		p.missing--
-		p.powerOffThen(ctx, m, p.provision)
+		p.provisionSpare(ctx, m)
 	}
 }
 

@@ -147,7 +147,7 @@ func (p *pass) release(ctx context.Context, ms []*member) {
 	}
 }
 
-// progress carries on with the pool's kept devices: claimed ones are shut down and reloaded (by the replica that
+// progress carries on with the pool's kept devices: claimed ones are reloaded at once (by the replica that
 // claimed them, or by any once the claimer had time enough), reloaded ones that are off are booted, and the
 // plan's outdated devices are re-provisioned.
 func (p *pass) progress(ctx context.Context, pl plan) {
@@ -160,7 +160,7 @@ func (p *pass) progress(ctx context.Context, pl plan) {
 		}
 		switch {
 		case m.state == StateClaimed && m.adopted:
-			p.powerOffThen(ctx, m, p.provision)
+			p.provisionSpare(ctx, m)
 		case slices.Contains(pl.roll, m):
 			p.powerOffThen(ctx, m, p.provision)
 		case m.state == StateOff && m.current:
@@ -199,6 +199,12 @@ func (p *pass) powerOffThen(ctx context.Context, m *member, next func(ctx contex
 		p.changing()
 		p.wakeAt(asked.Add(p.r.s.ShutdownTimeout))
 	}
+}
+
+// provisionSpare reloads a claimed device at once, powered on or not (skipPowerCheck): it is a spare that serves
+// nobody, so a graceful shutdown buys nothing and would cost a call and a wait per device.
+func (p *pass) provisionSpare(ctx context.Context, m *member) {
+	p.provision(ctx, m, m.dev.Power != hvclient.PowerOff)
 }
 
 // provision starts the reload that provisions m with the pool's spec: its OS (as the product names it), its

@@ -10,7 +10,7 @@ import (
 
 // State is where a device of a pool stands; it is the state reported in the pool's data.
 //
-//	(eligible) ──claim──▶ claimed ──shutdown, reload──▶ reloading ──installer boots──▶ installing ──▶ ready
+//	(eligible) ──claim──▶ claimed ─────reload─────────▶ reloading ──installer boots──▶ installing ──▶ ready
 //	                         │                               │ stuck past a timeout, or failed     │  │
 //	                         │                               ▼                                     │  │ powered off
 //	                         │   remediating: shutdown, wipe, then caphv-permanent-error (leaves)  │  ▼

@@ -342,30 +342,46 @@ func TestHivelocityReadsARotatedAPIKey(t *testing.T) {
 	reportSays(t, s, p, "CredentialsValid", api.ConditionStatusTrue, hivelocity.ReasonKeyAccepted)
 }
 
-// A device that ignores its shutdown is reloaded anyway once the shutdown timeout passes (skipPowerCheck).
+// A claimed spare is reloaded at once (skipPowerCheck): it serves nobody, so a graceful shutdown would only cost a
+// call and a wait. A ready device being re-provisioned is asked to shut down once, and when it ignores that for
+// --shutdown-timeout its reload is forced.
 func TestHivelocityForcesTheReloadOfADeviceIgnoringShutdown(t *testing.T) {
 	s, c := hvServer(t)
 	sim := startHivelocitySim(t, "k")
 	require.NoError(t, sim.Seed(spareDevices(100, 1)...))
-	require.NoError(t, sim.SetFault(hivelocitysim.Fault{Kind: hivelocitysim.FaultIgnoredShutdown}))
 	o := hvOptions(t, sim, "k")
 	o.ShutdownTimeout = time.Second
 	startProvisioner(t, s, "r", o)
 	p := createHVPool(t, s, c, "stubborn", poolSpec(1, "#cloud-config\n"))
 	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
-	var shutdowns, forced int
-	for _, r := range sim.RequestsFor(100) {
-		switch {
-		case r.Op == hivelocitysim.OpPostPower && r.PowerAction == hivelocitysim.PowerShutdown:
-			shutdowns++
-			require.Zero(t, forced, "a shutdown after the forced reload")
-		case r.Op == hivelocitysim.OpReloadDevice && r.Reload.Started:
-			require.True(t, r.Reload.SkipPowerCheck)
-			forced++
+	first := specOf(t, s, p)
+	provisioned := sim.RequestsFor(100)
+	require.NoError(t, sim.SetFault(hivelocitysim.Fault{Kind: hivelocitysim.FaultIgnoredShutdown}))
+	patchPool(t, s, p, `{"spec":{"platform":{"hivelocity":{"userdata":"#cloud-config\nruncmd: [true]\n"}}}}`)
+	waitFor(t, "the device re-provisioned", func() bool {
+		st := poolReport(t, s, p)
+		spec, _ := st.Data[hivelocity.DataSpec].(string)
+		return spec != first && readyDevices(sim, p.Id, spec) == 1
+	})
+	count := func(reqs []hivelocitysim.Request) (shutdowns, reloads, forced int) {
+		for _, r := range reqs {
+			switch {
+			case r.Op == hivelocitysim.OpPostPower && r.PowerAction == hivelocitysim.PowerShutdown:
+				shutdowns++
+				require.Zero(t, forced, "a shutdown after the forced reload")
+			case r.Op == hivelocitysim.OpReloadDevice && r.Reload.Started:
+				reloads++
+				if r.Reload.SkipPowerCheck {
+					forced++
+				}
+			}
 		}
+		return shutdowns, reloads, forced
 	}
-	require.Equal(t, 1, shutdowns, "asked once, then waited")
-	require.Equal(t, 1, forced)
+	shutdowns, reloads, forced := count(provisioned)
+	require.Equal(t, [3]int{0, 1, 1}, [3]int{shutdowns, reloads, forced}, "the spare: no shutdown, one reload that skips the power check")
+	shutdowns, reloads, forced = count(sim.RequestsFor(100)[len(provisioned):])
+	require.Equal(t, [3]int{1, 1, 1}, [3]int{shutdowns, reloads, forced}, "the re-provision: asked once, then waited, then forced")
 }
 
 // Settled pools cost one shared device list per TTL, whatever their number and size: no call names a device.
