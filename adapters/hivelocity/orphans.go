@@ -133,7 +133,9 @@ func (c *orphanCollector) run(ctx context.Context) {
 // once per Every), starts the grace period of the pools it does not know, and releases (or, in a dry run, lists)
 // the devices of those whose grace has passed. It returns how long to wait for the next round.
 func (c *orphanCollector) collect(ctx context.Context) time.Duration {
-	snap, err := c.r.devices.get(ctx)
+	// A list up to Every old will do: an orphan waits a grace period far longer, and while pools are reconciled
+	// the collector then costs Hivelocity no call.
+	snap, err := c.r.devices.within(ctx, c.s.Every)
 	if err != nil {
 		c.log.Info("orphan collection: no device list", slog.Any("error", err))
 		return c.s.Every
