@@ -51,6 +51,18 @@ func (c *deviceCache) get(ctx context.Context) (*snapshot, error) {
 	return c.load(ctx, gen)
 }
 
+// within returns the last list if it is younger than age, even past the TTL, and otherwise get's: for a reader
+// that can wait (the orphan collector), so that it costs no list of its own while pools' reconciles list.
+func (c *deviceCache) within(ctx context.Context, age time.Duration) (*snapshot, error) {
+	c.mu.Lock()
+	s := c.snap
+	c.mu.Unlock()
+	if s != nil && c.clock.Since(s.taken) < age {
+		return s, nil
+	}
+	return c.get(ctx)
+}
+
 // fresh returns a list asked for after fresh was called: the claim protocol's look at the other claims, and
 // the check that a deleted pool owns nothing.
 func (c *deviceCache) fresh(ctx context.Context) (*snapshot, error) {

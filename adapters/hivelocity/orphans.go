@@ -18,9 +18,10 @@ import (
 // long enough for an operator to notice a pool deleted by mistake.
 const DefaultOrphanGrace = 15 * time.Minute
 
-// poolGetter reads one node pool from hyperfleet-api; *adapter.API is one. The error matches adapter.ErrNotFound
-// when the API says the pool does not exist.
+// poolGetter reads node pools from hyperfleet-api; *adapter.API is one. Get's error matches adapter.ErrNotFound
+// when the API says the pool does not exist; IDs lists every pool's id, deleting ones included.
 type poolGetter interface {
+	IDs(ctx context.Context, kind *adapter.Kind) (map[string]bool, error)
 	Get(ctx context.Context, kind *adapter.Kind, parentID, id string) (*adapter.Object, error)
 }
 
@@ -33,8 +34,9 @@ type OrphanSettings struct {
 	Grace time.Duration
 	// DryRun only lists (logs and counts) the devices that would be released.
 	DryRun bool
-	// Every is how often the collector looks: one device list (shared with every pool's reconcile) and one API
-	// GET per node pool id the devices name.
+	// Every is how often the collector looks: one device list (shared with every pool's reconcile), one list of
+	// the node pools' ids from the API (a request per 500 pools) and a GET of each pool the devices name that the
+	// list lacks.
 	Every time.Duration
 	// Mine says whether a pool id is this replica's to collect (its shard), so that one replica acts on each.
 	Mine func(poolID string) bool
@@ -131,7 +133,9 @@ func (c *orphanCollector) run(ctx context.Context) {
 // once per Every), starts the grace period of the pools it does not know, and releases (or, in a dry run, lists)
 // the devices of those whose grace has passed. It returns how long to wait for the next round.
 func (c *orphanCollector) collect(ctx context.Context) time.Duration {
-	snap, err := c.r.devices.get(ctx)
+	// A list up to Every old will do: an orphan waits a grace period far longer, and while pools are reconciled
+	// the collector then costs Hivelocity no call.
+	snap, err := c.r.devices.within(ctx, c.s.Every)
 	if err != nil {
 		c.log.Info("orphan collection: no device list", slog.Any("error", err))
 		return c.s.Every
@@ -169,8 +173,9 @@ func (c *orphanCollector) collect(ctx context.Context) time.Duration {
 // replica's own recent writes.
 func (c *orphanCollector) group(snap *snapshot) map[string]*orphan {
 	out := map[string]*orphan{}
-	for _, d := range snap.devices {
-		own, owned := ownershipOf(c.r.notes.tagsOf(d, snap.taken))
+	for i := range snap.devices {
+		d := &snap.devices[i]
+		own, owned := ownershipOf(c.r.notes.tagsOf(*d, snap.taken))
 		if !owned || own.NodePool == "" || !c.s.Mine(own.NodePool) {
 			continue
 		}
@@ -214,11 +219,23 @@ func (c *orphanCollector) forgetGone(byPool map[string]*orphan) {
 
 // check asks the API about every pool the devices name: a pool it says does not exist (404) becomes an orphan,
 // its grace starting now; a pool it knows (deleting or not) is not one, and one it could not answer for stays as
-// it was.
+// it was. One list of every pool's id (a request per 500 pools) answers for most; a pool missing from it is asked
+// about on its own, so that only the API's 404 makes an orphan.
 func (c *orphanCollector) check(ctx context.Context, byPool map[string]*orphan, now time.Time) {
+	live, err := c.pools.IDs(ctx, adapter.NodePools())
+	if err != nil {
+		c.log.Info("orphan collection: cannot list the node pools", slog.Any("error", err))
+		return
+	}
 	for _, id := range slices.Sorted(maps.Keys(byPool)) {
+		if ctx.Err() != nil {
+			return
+		}
 		seen := byPool[id]
-		_, err := c.pools.Get(ctx, adapter.NodePools(), seen.cluster, id)
+		err = nil // in the list: it exists
+		if !live[id] {
+			_, err = c.pools.Get(ctx, adapter.NodePools(), seen.cluster, id)
+		}
 		switch {
 		case err == nil:
 			if _, ok := c.known[id]; ok {
@@ -226,16 +243,15 @@ func (c *orphanCollector) check(ctx context.Context, byPool map[string]*orphan, 
 				delete(c.known, id)
 			}
 		case errors.Is(err, adapter.ErrNotFound):
-			o, ok := c.known[id]
-			if !ok {
-				o = seen
-				o.since, o.listed = now, map[int32]bool{}
-				c.known[id] = o
-				c.metrics.found.Add(float64(len(o.devices)))
-				c.log.Warn("devices tagged for a node pool that does not exist: released after the grace period unless it reappears",
-					slog.String("pool", id), slog.String("cluster", o.cluster), slog.Any("device_ids", sortedIDs(o.devices)),
-					slog.Time("release_after", now.Add(c.s.Grace)), slog.Bool("dry_run", c.s.DryRun))
+			if _, ok := c.known[id]; ok {
+				continue
 			}
+			seen.since, seen.listed = now, map[int32]bool{}
+			c.known[id] = seen
+			c.metrics.found.Add(float64(len(seen.devices)))
+			c.log.Warn("devices tagged for a node pool that does not exist: released after the grace period unless it reappears",
+				slog.String("pool", id), slog.String("cluster", seen.cluster), slog.Any("device_ids", sortedIDs(seen.devices)),
+				slog.Time("release_after", now.Add(c.s.Grace)), slog.Bool("dry_run", c.s.DryRun))
 		default:
 			c.log.Info("orphan collection: cannot tell whether a node pool exists", slog.String("pool", id), slog.Any("error", err))
 		}

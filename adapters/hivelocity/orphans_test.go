@@ -17,11 +17,23 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 )
 
-// poolAnswers is hyperfleet-api as the collector sees it: a GET of a node pool by id answers from a table, and
-// an id it does not list is a 404. It stands in for the API's one read; the integration tests use the real one.
+// poolAnswers is hyperfleet-api as the collector sees it: the list of ids and a GET of a node pool by id answer
+// from a table (an id it does not hold is a 404). It stands in for the API's one read; the integration tests use the real one.
 type poolAnswers struct {
 	answers map[string]error // nil: the pool exists (deleting or not)
-	asked   map[string]int
+	asked   map[string]int   // GETs by pool id
+	lists   int
+}
+
+func (p *poolAnswers) IDs(context.Context, *adapter.Kind) (map[string]bool, error) {
+	p.lists++
+	out := map[string]bool{}
+	for id, err := range p.answers {
+		if err == nil {
+			out[id] = true
+		}
+	}
+	return out, nil
 }
 
 func (p *poolAnswers) Get(_ context.Context, _ *adapter.Kind, _, id string) (*adapter.Object, error) {
@@ -74,8 +86,9 @@ func TestOrphanCollectorDecisions(t *testing.T) {
 	ctx := context.Background()
 
 	wait := c.collect(ctx)
-	require.Equal(t, map[string]int{"live": 1, "deleting": 1, "gone": 1, "never": 1, "flaky": 1}, api.asked,
-		"each pool of the shard is asked about once")
+	require.Equal(t, 1, api.lists)
+	require.Equal(t, map[string]int{"gone": 1, "never": 1, "flaky": 1}, api.asked,
+		"each pool of the shard the list lacks is asked about once")
 	require.ElementsMatch(t, []string{"gone", "never"}, keysOf(c.known), "only a 404 makes an orphan")
 	require.Equal(t, 3.0, gathered(t, reg, "hyperfleet_hivelocity_orphaned_devices_found_total"))
 	require.Equal(t, 3.0, gathered(t, reg, "hyperfleet_hivelocity_orphaned_devices"))
@@ -84,6 +97,7 @@ func TestOrphanCollectorDecisions(t *testing.T) {
 	clk.Step(every / 2)
 	c.collect(ctx)
 	require.Equal(t, 1, api.asked["gone"], "the API is asked at most once per interval")
+	require.Equal(t, 1, api.lists)
 
 	// The flaky pool answers 404 later: its grace starts then, not when the API first failed.
 	delete(api.answers, "flaky")

@@ -103,6 +103,27 @@ func (a *API) Get(ctx context.Context, kind *Kind, parentID, id string) (*Object
 	return a.get(withOp(ctx, "get"), kind, ref)
 }
 
+// IDs returns the ids of every resource of kind, deleting ones included, a page of 500 per request: for an adapter
+// that must tell what it left behind in its external system from what still exists (the Hivelocity provisioner's
+// orphaned devices), at one request per 500 resources rather than one per resource.
+func (a *API) IDs(ctx context.Context, kind *Kind) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := listQuery{size: 500, includeDeleted: true}
+	for {
+		page, err := a.list(withOp(ctx, "list ids"), kind, "", q)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.items {
+			out[it.ID] = true
+		}
+		if page.next == "" || len(page.items) == 0 {
+			return out, nil
+		}
+		q.after = page.next
+	}
+}
+
 // FindByName returns the live resource of kind with the given name (under parentID for a child kind);
 // errors.Is(err, ErrNotFound) when there is none.
 func (a *API) FindByName(ctx context.Context, kind *Kind, parentID, name string) (*Object, error) {
