@@ -361,7 +361,7 @@ func TestHivelocityForcesTheReloadOfADeviceIgnoringShutdown(t *testing.T) {
 	waitFor(t, "the device re-provisioned", func() bool {
 		st := poolReport(t, s, p)
 		spec, _ := st.Data[hivelocity.DataSpec].(string)
-		return spec != first && readyDevices(sim, p.Id, spec) == 1
+		return spec != first && readyDevices(sim, p.Id.String(), spec) == 1
 	})
 	count := func(reqs []hivelocitysim.Request) (shutdowns, reloads, forced int) {
 		for _, r := range reqs {
