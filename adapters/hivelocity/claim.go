@@ -214,7 +214,7 @@ func (p *pass) takeOver(ctx context.Context, m *member) bool {
 		return false
 	}
 	v := verified[0]
-	m.own, m.dev.Tags, m.dev.Power, m.status = v.own, v.dev.Tags, v.dev.Power, v.status
+	m.own, m.dev.Tags, m.dev.Power, m.status, m.statusSent = v.own, v.dev.Tags, v.dev.Power, v.status, v.statusSent
 	p.won(m)
 	p.r.log.Info("claim taken over", slog.String("pool", p.pool.ID), slog.Int("device_id", int(m.dev.ID)), slog.Int("slot", m.own.Slot))
 	return true
@@ -315,6 +315,7 @@ func (p *pass) settle(ctx context.Context, written []*attempt) []*member {
 	var mu sync.Mutex
 	var out, overran []*member
 	each(ctx, p.r.s.ClaimConcurrency, written, func(ctx context.Context, a *attempt) {
+		sent := p.now()
 		st, err := p.r.api.Status(ctx, a.dev.ID)
 		if err != nil {
 			if !errors.Is(err, hvclient.ErrNotFound) {
@@ -330,7 +331,7 @@ func (p *pass) settle(ctx context.Context, written []*attempt) []*member {
 		}
 		d := a.dev
 		d.Tags, d.Power = st.Tags, st.Power
-		m := &member{dev: d, own: got, status: &st, settled: true, state: StateClaimed, since: a.own.Claim.At}
+		m := &member{dev: d, own: got, status: &st, statusSent: sent, settled: true, state: StateClaimed, since: a.own.Claim.At}
 		if !a.trusted {
 			// Another claim may have verified before this one showed: neither goes on, and the device is freed
 			// (a takeover leaves it to the next pass).

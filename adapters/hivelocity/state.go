@@ -40,8 +40,10 @@ const (
 type member struct {
 	dev hvclient.Device // as listed, with the tags the provisioner knows to be newer than the list
 	own Ownership
-	// status is a fresh GET /device/{id} of this pass, if one was made.
-	status *hvclient.Status
+	// status is a fresh GET /device/{id} of this pass, if one was made; statusSent is when a claim's verify read
+	// of it was sent (zero for other reads), so that a reload right after the claim can start from it.
+	status     *hvclient.Status
+	statusSent time.Time
 	// ended is true once the reload own.ReloadAt names is known to have ended (well, unless failed is set).
 	ended, failed bool
 	// settled is false for a claim too young for its outcome to be final (another replica may still lose it).
