@@ -83,6 +83,13 @@ func hvOptions(tb testing.TB, sim *hvSim, key string) hivelocity.Options {
 // startProvisioner runs a provisioner replica until the test ends or the returned stop is called.
 func startProvisioner(tb testing.TB, s *apiServer, replica string, o hivelocity.Options) (stop func()) {
 	tb.Helper()
+	_, stop = runProvisioner(tb, s, replica, o)
+	return stop
+}
+
+// runProvisioner is startProvisioner that also returns the adapter, for its ops listener.
+func runProvisioner(tb testing.TB, s *apiServer, replica string, o hivelocity.Options) (*hivelocity.Adapter, func()) {
+	tb.Helper()
 	cfg := runtimeConfig(tb, s, hivelocity.Name)
 	cfg.Replica = replica
 	cfg.ResyncAfter = time.Second
@@ -92,7 +99,7 @@ func startProvisioner(tb testing.TB, s *apiServer, replica string, o hivelocity.
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	stopped := false
-	stop = func() {
+	stop := func() {
 		if !stopped {
 			stopped = true
 			cancel()
@@ -100,7 +107,7 @@ func startProvisioner(tb testing.TB, s *apiServer, replica string, o hivelocity.
 		}
 	}
 	tb.Cleanup(stop)
-	return stop
+	return a, stop
 }
 
 // poolSpec is a pool of replicas devices of the test fleet; the remediation timeouts (3 s powered off, 3 s

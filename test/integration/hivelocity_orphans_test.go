@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -146,18 +145,7 @@ func TestHivelocityOrphansDryRunOnlyLists(t *testing.T) {
 // startOrphanProvisioner runs a provisioner until the test ends and returns it, for its /metrics.
 func startOrphanProvisioner(tb testing.TB, s *apiServer, o hivelocity.Options) *hivelocity.Adapter {
 	tb.Helper()
-	cfg := runtimeConfig(tb, s, hivelocity.Name)
-	cfg.Replica = "orphans"
-	cfg.ResyncAfter = time.Second
-	a, err := hivelocity.New(cfg, o, testLogger())
-	require.NoError(tb, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		require.NoError(tb, <-done)
-	})
+	a, _ := runProvisioner(tb, s, "orphans", o)
 	return a
 }
 
