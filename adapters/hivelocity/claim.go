@@ -49,7 +49,13 @@ func (p *pass) fill(ctx context.Context, slots []int) {
 func (p *pass) candidates(ctx context.Context) []hvclient.Device {
 	var out []hvclient.Device
 	ordered := rendezvous(p.pool.ID, p.spares)
+	now := p.now()
 	for i := range ordered {
+		// A spare whose claim Hivelocity refused waits out its backoff; its record stays in the report.
+		if rec, ok := p.r.refused.get(ordered[i].ID); ok && now.Before(rec.Next) {
+			p.noteClaimRefused(ordered[i].ID)
+			continue
+		}
 		_, err := p.r.lookups.osName(ctx, ordered[i].ProductID, p.pool.OSName)
 		switch {
 		case err == nil:
@@ -278,12 +284,17 @@ func (p *pass) writeClaims(ctx context.Context, targets []claimTarget) []*attemp
 		if err := p.r.api.SetTags(p.sendBy(rctx, by), d.ID, tags); err != nil {
 			// An unanswered write may have landed; the device then holds a claim nobody carries on, which is
 			// taken over once it is adoptAfter old.
-			if !errors.Is(err, hvclient.ErrLate) {
+			switch {
+			case errors.Is(err, hvclient.ErrRejected):
+				p.refused(&member{dev: d}, callClaim, err)
+				p.noteClaimRefused(d.ID)
+			case !errors.Is(err, hvclient.ErrLate):
 				p.failed(err)
 			}
 			p.changing()
 			return
 		}
+		p.r.refused.clear(d.ID)
 		answered := p.now()
 		p.r.notes.wrote(d.ID, tags, answered, p.r.s.ClaimSettle)
 		a := &attempt{claimTarget: claimTarget{slot: t.slot, dev: d, prior: t.prior}, own: own, answered: answered,

@@ -31,9 +31,11 @@ type pass struct {
 	remediated []remediation
 	// held counts the failed devices remediation holds back (MaxUnhealthy); inRemediation those being taken out.
 	held, inRemediation int
-	wake                time.Time // the earliest time something is due; zero: nothing is
-	busy                bool      // devices are changing: come back after PollInterval at the latest
-	inFlight            bool      // reloads are running: come back when the list may show one ending
+	// claimRefused are the spares whose claim Hivelocity refused, this pass or before (still backing off).
+	claimRefused []int32
+	wake         time.Time // the earliest time something is due; zero: nothing is
+	busy         bool      // devices are changing: come back after PollInterval at the latest
+	inFlight     bool      // reloads are running: come back when the list may show one ending
 }
 
 func (p *pass) now() time.Time { return p.r.clock.Now() }

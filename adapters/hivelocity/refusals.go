@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 // them.
 const (
 	callTagWrite = "tag write"
+	callClaim    = "claim (tag write)"
 	callShutdown = "shutdown"
 	callBoot     = "boot"
 	callReload   = "reload"
@@ -124,11 +126,26 @@ func (p *pass) backingOff(m *member) bool {
 	return true
 }
 
-// refusalsOf returns the refusal records of the pool's devices, by device.
+// noteClaimRefused remembers a spare whose claim Hivelocity refused (this pass, or one whose backoff runs), so that
+// the report counts its refusals too: a pool whose every claim is refused must say so.
+func (p *pass) noteClaimRefused(id int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.claimRefused, id) {
+		p.claimRefused = append(p.claimRefused, id)
+	}
+}
+
+// refusalsOf returns the refusal records of the pool's devices and of the spares whose claim was refused, by device.
 func (p *pass) refusalsOf() []refusal {
 	var out []refusal
 	for _, m := range p.members {
 		if rec, ok := p.r.refused.get(m.dev.ID); ok {
+			out = append(out, rec)
+		}
+	}
+	for _, id := range p.claimRefused {
+		if rec, ok := p.r.refused.get(id); ok && rec.Call == callClaim {
 			out = append(out, rec)
 		}
 	}

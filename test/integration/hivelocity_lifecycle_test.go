@@ -414,3 +414,43 @@ func TestHivelocitySurgeKeepsThePoolServing(t *testing.T) {
 	require.Equal(t, 4, mostKept, "the surge never claimed its extra device, or more")
 	require.Len(t, owned(sim, p.Id.String()), 3)
 }
+
+// A claim Hivelocity refuses (4xx) is not retried every pass: the spare waits out a per-device backoff, and after
+// three refusals in a row the pool reports Health=False naming the device, the call and Hivelocity's message. Once
+// Hivelocity accepts the claim, the pool is provisioned.
+func TestHivelocityRefusedClaimBacksOffAndEscalates(t *testing.T) {
+	s, c := hvServer(t)
+	sim := startHivelocitySim(t, "k")
+	require.NoError(t, sim.Seed(spareDevices(100, 1)...))
+	const refusal = "Device is under maintenance."
+	require.NoError(t, sim.SetFault(hivelocitysim.Fault{Kind: hivelocitysim.FaultRefused, Op: hivelocitysim.OpPutTags,
+		Status: http.StatusConflict, Message: refusal}))
+	startProvisioner(t, s, "r", hvOptions(t, sim, "k"))
+	p := createHVPool(t, s, c, "refused", poolSpec(1, "#cloud-config\n"))
+	var msg string
+	waitWithin(t, time.Minute, "the pool to report the refused claim", func() bool {
+		st := poolReport(t, s, p)
+		if st == nil || !conditionIs(st, "Health", api.ConditionStatusFalse, hivelocity.ReasonCallRefused) {
+			return false
+		}
+		msg = deref(condition(st, "Health").Message)
+		return true
+	})
+	require.Contains(t, msg, "device 100")
+	require.Contains(t, msg, "claim (tag write)")
+	require.Contains(t, msg, refusal)
+	var puts []time.Time
+	for _, r := range sim.RequestsFor(100) {
+		if r.Op == hivelocitysim.OpPutTags {
+			puts = append(puts, r.Time)
+		}
+	}
+	require.GreaterOrEqual(t, len(puts), 3)
+	for i := 2; i < len(puts); i++ {
+		require.Greater(t, puts[i].Sub(puts[i-1]), puts[i-1].Sub(puts[i-2])/2,
+			"each retry waits longer than the last (backoff doubles): %v", puts)
+	}
+
+	require.True(t, sim.ClearFault(hivelocitysim.FaultRefused, 0))
+	reportSays(t, s, p, "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
+}
