@@ -37,13 +37,14 @@ func claimTime(claim string) time.Time {
 // drops the claim another replica's write P carried, unless
 //
 //   - P was a competing claim still in its settle window: P wrote a new claim and its replica had not yet read
-//     the device back (no GET /device/{id} of the device by P's replica between P and W) — P's claimer then sees
-//     W and gives up, as the protocol means it to; or
+//     it back (no GET /device/{id} of the device by P's replica between P and W applied settle or more after P,
+//     when the verify read comes; an earlier read of the device by that replica is another claim's check) — P's
+//     claimer then sees W and gives up, as the protocol means it to; or
 //   - P's claim was older than adoptAfter when W was applied: a takeover of a claim whose claimer let its lease
 //     pass.
 //
 // Writes by one replica never undo each other in this sense: one replica's passes see its own writes.
-func undoneWrites(reqs []hivelocitysim.Request, adoptAfter time.Duration) []string {
+func undoneWrites(reqs []hivelocitysim.Request, settle, adoptAfter time.Duration) []string {
 	bySeq := map[int64]hivelocitysim.Request{}
 	for _, r := range reqs {
 		bySeq[r.Seq] = r
@@ -57,9 +58,10 @@ func undoneWrites(reqs []hivelocitysim.Request, adoptAfter time.Duration) []stri
 		}
 		return nil, false
 	}
-	readBack := func(ua string, device int32, from, to int64) bool {
+	readBack := func(ua string, device int32, from, to int64, notBefore time.Time) bool {
 		for _, r := range reqs {
-			if r.Seq > from && r.Seq < to && r.DeviceID == device && r.UserAgent == ua && r.Op == hivelocitysim.OpGetDeviceDump {
+			if r.Seq > from && r.Seq < to && r.DeviceID == device && r.UserAgent == ua && r.Op == hivelocitysim.OpGetDeviceDump &&
+				!r.Time.Before(notBefore) {
 				return true
 			}
 		}
@@ -78,7 +80,7 @@ func undoneWrites(reqs []hivelocitysim.Request, adoptAfter time.Duration) []stri
 		}
 		p, logged := bySeq[prev.Seq]
 		newClaim := logged && p.Op == hivelocitysim.OpPutTags && (p.Previous == nil || tagOf(p.Previous.Tags, hivelocity.KeyClaim) != claim)
-		if newClaim && !readBack(prev.UserAgent, w.DeviceID, prev.Seq, w.Seq) {
+		if newClaim && !readBack(prev.UserAgent, w.DeviceID, prev.Seq, w.Seq, p.Time.Add(settle)) {
 			continue
 		}
 		if w.Time.Sub(claimTime(claim)) >= adoptAfter {

@@ -98,7 +98,7 @@ func TestHivelocityClaimsAreExactlyOnceAcrossReplicas(t *testing.T) {
 		require.Equal(t, tagOf(first[0].Reload.Tags, hivelocity.KeyNodePool), tagOf(w.Tags, hivelocity.KeyNodePool),
 			"device %d got another pool's claim (%v) after it was reloaded for its pool", w.DeviceID, w.Tags)
 	}
-	require.Empty(t, undoneWrites(reqs, adoptAfter), "tag writes that undid another writer's")
+	require.Empty(t, undoneWrites(reqs, hivelocity.DefaultSettings().ClaimSettle, adoptAfter), "tag writes that undid another writer's")
 	for _, p := range pools {
 		require.Equal(t, size, readyDevices(sim, p.Id.String(), specOf(t, s, p)))
 	}
