@@ -375,16 +375,23 @@ func (p *pass) readBeforeReload(ctx context.Context, m *member, deadline time.Ti
 		rctx, err := p.r.api.Reserve(p.sendBy(ctx, deadline), 1)
 		return *m.status, m.statusSent, rctx, err
 	}
-	rctx, err := p.r.api.Reserve(p.sendBy(ctx, deadline), 2)
+	return p.freshRead(p.sendBy(ctx, deadline), m.dev.ID)
+}
+
+// freshRead reserves the budget for a read of the device and the call that follows it, then reads it
+// (GET /device/{id}). It returns the read, when its request was sent (the bound a following write or reload is
+// sent within), and the context whose next request goes out without waiting for the budget.
+func (p *pass) freshRead(ctx context.Context, id int32) (hvclient.Status, time.Time, context.Context, error) {
+	rctx, err := p.r.api.Reserve(ctx, 2)
 	if err != nil {
 		return hvclient.Status{}, time.Time{}, nil, err
 	}
 	sent := p.now()
-	st, err := p.r.api.Status(rctx, m.dev.ID)
+	st, err := p.r.api.Status(rctx, id)
 	if err != nil {
 		return hvclient.Status{}, time.Time{}, nil, err
 	}
-	p.r.notes.read(m.dev.ID, st.Tags, p.now())
+	p.r.notes.read(id, st.Tags, p.now())
 	return st, sent, rctx, nil
 }
 
@@ -406,19 +413,13 @@ func (p *pass) write(ctx context.Context, m *member, tags []string) error {
 // writes nothing. The write's round trip is timed; m is updated on success.
 func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []string) ([]string, bool)) error {
 	p.changing()
-	rctx, err := p.r.api.Reserve(ctx, 2)
-	if err != nil {
-		return err
-	}
-	sent := p.now()
-	st, err := p.r.api.Status(rctx, m.dev.ID)
+	st, sent, rctx, err := p.freshRead(ctx, m.dev.ID)
 	if err != nil {
 		if errors.Is(err, hvclient.ErrNotFound) {
 			return fmt.Errorf("%w: device %d is gone", errDeviceChanged, m.dev.ID)
 		}
 		return err
 	}
-	p.r.notes.read(m.dev.ID, st.Tags, p.now())
 	if why := changedSince(m.own, reloadingKnown(m), st); why != "" {
 		p.r.devices.invalidate()
 		return fmt.Errorf("%w: device %d %s", errDeviceChanged, m.dev.ID, why)
