@@ -30,7 +30,7 @@ func TestCompletion(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{[]string{"get", ""}, []string{"clusters\tCluster (cl)", "nodepools\tNodePool (np)", "upgradeschedules\tUpgradeSchedule (us)", "versionstreams\tVersionStream (vs)"}},
+			{[]string{"get", ""}, []string{"clusters\tCluster (cl)", "managementclusters\tManagementCluster (mc)", "nodepools\tNodePool (np)", "upgradeschedules\tUpgradeSchedule (us)", "versionstreams\tVersionStream (vs)"}},
 			{[]string{"wait", "n"}, []string{"nodepools\tNodePool (np)"}},
 			{[]string{"get", "clusters", ""}, []string{"demo", "dev-east", "prod"}},
 			{[]string{"delete", "cl", "de"}, []string{"demo", "dev-east"}},

@@ -24,6 +24,8 @@ type Set struct {
 	NodePool        *resource.Descriptor
 	VersionStream   *resource.Descriptor
 	UpgradeSchedule *resource.Descriptor
+	// ManagementCluster is the registry of HyperShift management clusters clusters are placed on.
+	ManagementCluster *resource.Descriptor
 }
 
 // rules are the per-kind rules that OpenAPI 3.0 cannot state, by kind name; a kind without any has none.
@@ -66,9 +68,13 @@ func Build(doc *schema.Document, table *api.KindTable, required map[string][]str
 		for _, r := range k.References {
 			d.References = append(d.References, resource.Reference{Field: r.Field, Kind: byKind[r.Kind]})
 		}
+		for _, r := range k.ReportedReferences {
+			d.ReportedReferences = append(d.ReportedReferences, resource.ReportedReference{Adapter: r.Adapter, DataKey: r.DataKey, Kind: byKind[r.Kind]})
+		}
 	}
 	set.Cluster, set.NodePool = byKind[table.Cluster], byKind[table.NodePool]
 	set.VersionStream, set.UpgradeSchedule = byKind[table.VersionStream], byKind[table.UpgradeSchedule]
+	set.ManagementCluster = byKind[table.ManagementCluster]
 	for kind, adapters := range required {
 		k := table.Lookup(kind)
 		if k == nil || byKind[k] == nil {

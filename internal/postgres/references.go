@@ -28,3 +28,25 @@ func (t *txStore) Referrers(d *resource.Descriptor, field, name string, limit in
 	}
 	return names, nil
 }
+
+func (t *txStore) ReportReferrers(d *resource.Descriptor, adapter, key, name string, limit int) ([]string, int, error) {
+	var rows []struct {
+		Name  string
+		Total int
+	}
+	// The key is a plain identifier (resource.Descriptor.Check), written into the text so that the expression
+	// index on data->>'<key>' serves the query.
+	err := rawScan(t.db.Raw("SELECT r.name, count(*) OVER () AS total FROM adapter_statuses s JOIN "+d.Table+" r ON r.id = s.resource_id"+
+		" WHERE s.kind = ? AND s.adapter = ? AND s.data->>'"+key+"' = ? ORDER BY r.name LIMIT ?", d.Kind, adapter, name, limit), &rows)
+	if err != nil {
+		return nil, 0, fmt.Errorf("find %s that %s places on %q: %w", d.Kind, adapter, name, err)
+	}
+	if len(rows) == 0 {
+		return nil, 0, nil
+	}
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	return names, rows[0].Total, nil
+}

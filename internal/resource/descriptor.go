@@ -41,6 +41,9 @@ type Descriptor struct {
 	RequiredAdapters []string
 	// References are spec fields that name a live resource of another kind (a cluster's version_stream).
 	References []Reference
+	// ReportedReferences are keys of an adapter's report data that name a live resource of another kind (the
+	// cluster-placer's data.management_cluster on a cluster).
+	ReportedReferences []ReportedReference
 	// Platform marks a kind that many resources share by reference (VersionStream, UpgradeSchedule): the HTTP edge
 	// lets only platform operators and admins write it.
 	Platform bool
@@ -59,6 +62,15 @@ type Descriptor struct {
 type Reference struct {
 	Field string      // "version_stream"
 	Kind  *Descriptor // VersionStream
+}
+
+// ReportedReference is a key of Adapter's report data whose string value names a live resource of a root kind. A
+// report that sets it to a new name no live resource has is refused, and a resource that such reports name cannot
+// be deleted; both checks lock the named row, as spec references do, so a report racing a delete has one winner.
+type ReportedReference struct {
+	Adapter string      // "cluster-placer"
+	DataKey string      // "management_cluster"
+	Kind    *Descriptor // ManagementCluster
 }
 
 // NamedRef is one reference of one resource: the field and the name it holds.
@@ -84,6 +96,12 @@ func (d *Descriptor) Check() error {
 	for _, ref := range d.References {
 		if ref.Kind == nil || ref.Kind.Parent != nil || !identifier.MatchString(ref.Field) {
 			return fmt.Errorf("descriptor %s: reference %q must be a plain field naming a root kind", d.Kind, ref.Field)
+		}
+	}
+	for _, ref := range d.ReportedReferences {
+		// The key becomes part of an index expression and a query's text, so it must be a plain identifier.
+		if ref.Kind == nil || ref.Kind.Parent != nil || ref.Adapter == "" || !identifier.MatchString(ref.DataKey) {
+			return fmt.Errorf("descriptor %s: reported reference %s/%q must be a plain data key naming a root kind", d.Kind, ref.Adapter, ref.DataKey)
 		}
 	}
 	return nil

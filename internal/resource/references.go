@@ -1,6 +1,7 @@
 package resource
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -9,6 +10,12 @@ import (
 type referrer struct {
 	kind  *Descriptor
 	field string
+}
+
+// reportReferrer is a kind about which an adapter reports, under a data key, the name of a resource of another kind.
+type reportReferrer struct {
+	kind         *Descriptor
+	adapter, key string
 }
 
 // namedRefs returns the references spec makes, skipping fields that are absent or empty. The schema has already
@@ -62,5 +69,62 @@ func (s *Service) checkNotReferenced(tx Tx, d *Descriptor, r *Resource) error {
 		return Errorf(CodeInUse, "%s %q is named in spec.%s of live %ss (%s): point them elsewhere or delete them first",
 			d.Kind, r.Name, ref.field, ref.kind.Kind, list)
 	}
+	for _, ref := range s.reportReferrers[d] {
+		names, count, err := tx.ReportReferrers(ref.kind, ref.adapter, ref.key, r.Name, referrersShown)
+		if err != nil {
+			return err
+		}
+		if count == 0 {
+			continue
+		}
+		list := strings.Join(names, ", ")
+		if count > len(names) {
+			list += fmt.Sprintf(" and %d more", count-len(names))
+		}
+		return Errorf(CodeInUse, "%s %q still has %d %s(s) on it, as %s reports in data.%s (%s): delete them or re-create them elsewhere first",
+			d.Kind, r.Name, count, ref.kind.Kind, ref.adapter, ref.key, list)
+	}
 	return nil
+}
+
+// checkReportedRefs refuses a report that names, under a reported reference's key, a new name no live resource
+// has, and locks the named row against deletion until the report commits. A name the stored report already held
+// is not checked again, so that an adapter can go on reporting about (and finalizing) a resource whose named one
+// an admin force-deleted.
+func checkReportedRefs(tx Tx, d *Descriptor, adapter string, data, stored json.RawMessage) error {
+	for _, ref := range d.ReportedReferences {
+		if ref.Adapter != adapter {
+			continue
+		}
+		name, old := dataString(data, ref.DataKey), dataString(stored, ref.DataKey)
+		if name == "" || name == old {
+			continue
+		}
+		ok, err := tx.Referenced(ref.Kind, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			msg := fmt.Sprintf("no live %s is named %q", ref.Kind.Kind, name)
+			return &Error{Code: CodeUnprocessable, Message: "data." + ref.DataKey + ": " + msg,
+				Fields: []FieldError{{Field: "data." + ref.DataKey, Message: msg}}}
+		}
+	}
+	return nil
+}
+
+// dataString returns the string at key of a report's data object, or "".
+func dataString(data json.RawMessage, key string) string {
+	if len(data) == 0 {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return ""
+	}
+	var v string
+	if json.Unmarshal(m[key], &v) != nil {
+		return ""
+	}
+	return v
 }

@@ -58,6 +58,9 @@ type Tx interface {
 	Referenced(d *Descriptor, name string) (bool, error)
 	// Referrers returns up to limit names of live resources of kind d whose spec field holds name.
 	Referrers(d *Descriptor, field, name string, limit int) ([]string, error)
+	// ReportReferrers returns up to limit names of resources of kind d (deleting ones too) about which adapter's
+	// report holds name under data key, and how many there are in all.
+	ReportReferrers(d *Descriptor, adapter, key, name string, limit int) ([]string, int, error)
 	// HasChildren reports whether any resource of a child kind of d has id as its parent.
 	HasChildren(d *Descriptor, id string) (bool, error)
 	// Save writes r's labels, spec, generation, status and update/delete stamps, records that its status was
@@ -96,15 +99,21 @@ type Service struct {
 	children map[*Descriptor][]*Descriptor
 	// referrers are, per kind, the kinds whose spec names resources of it.
 	referrers map[*Descriptor][]referrer
-	observer  Observer
-	now       func() time.Time
+	// reportReferrers are, per kind, the kinds whose adapters' reports name resources of it.
+	reportReferrers map[*Descriptor][]reportReferrer
+	observer        Observer
+	now             func() time.Time
 }
 
 // NewService returns a Service over store for the given kinds.
 func NewService(store Store, kinds []*Descriptor) *Service {
 	children := map[*Descriptor][]*Descriptor{}
 	referrers := map[*Descriptor][]referrer{}
+	reportReferrers := map[*Descriptor][]reportReferrer{}
 	for _, k := range kinds {
+		for _, ref := range k.ReportedReferences {
+			reportReferrers[ref.Kind] = append(reportReferrers[ref.Kind], reportReferrer{kind: k, adapter: ref.Adapter, key: ref.DataKey})
+		}
 		if k.Parent != nil {
 			children[k.Parent] = append(children[k.Parent], k)
 		}
@@ -112,7 +121,7 @@ func NewService(store Store, kinds []*Descriptor) *Service {
 			referrers[ref.Kind] = append(referrers[ref.Kind], referrer{kind: k, field: ref.Field})
 		}
 	}
-	return &Service{store: store, children: children, referrers: referrers, observer: noObserver{},
+	return &Service{store: store, children: children, referrers: referrers, reportReferrers: reportReferrers, observer: noObserver{},
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
 

@@ -104,8 +104,12 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 			created = true
 		}
 		var previous []conditions.Condition
+		var storedData json.RawMessage
 		if stored != nil {
-			previous = stored.Conditions
+			previous, storedData = stored.Conditions, stored.Data
+		}
+		if err := checkReportedRefs(tx, d, rep.Adapter, rep.Data, storedData); err != nil {
+			return err
 		}
 		st.ObservedGeneration, st.ObservedTime, st.LastReportTime = rep.ObservedGeneration, rep.ObservedTime, now
 		st.Conditions = mergeConditions(rep.Conditions, previous, rep.ObservedGeneration, now)

@@ -547,7 +547,7 @@ func TestImmutableFields(t *testing.T) {
 		{clusterSpec, []string{
 			"hosted_cluster.controller_availability_policy", "hosted_cluster.dns.base_domain", "hosted_cluster.etcd",
 			"hosted_cluster.fips", "hosted_cluster.infra_id", "hosted_cluster.issuer_url", "hosted_cluster.networking",
-			"hosted_cluster.platform", "hosted_cluster.services",
+			"hosted_cluster.platform", "hosted_cluster.services", "placement",
 		}},
 		{nodePoolSpec, []string{"platform.hivelocity.device_type", "platform.hivelocity.region", "platform.hivelocity.selector"}},
 	}

@@ -514,6 +514,12 @@ type ClusterSpec struct {
 	// Example: true
 	Paused *bool `json:"paused,omitempty"`
 
+	// Placement Where the cluster's hosted control plane may be placed. The cluster-placer puts it on the least used
+	// schedulable, reachable ManagementCluster that matches; once placed it never moves (HyperShift has no
+	// live migration), so the placement is immutable. Where it landed is in the placer's report
+	// (`data.management_cluster`) and in `hyperfleet get clusters -o wide`.
+	Placement *ClusterPlacement `json:"placement,omitempty"`
+
 	// UpgradeSchedule Name of the live UpgradeSchedule that gates release upgrades (none: upgrade as soon as the stream moves); a
 	// name no live schedule has is refused with 422 `HYPERFLEET-VAL-006`, and the schedule cannot be deleted
 	// while live clusters name it.
@@ -679,6 +685,22 @@ type HostedClusterSpec struct {
 	Tolerations  *[]HostedClusterToleration `json:"tolerations,omitempty"`
 }
 
+// ClusterPlacement Where the cluster's hosted control plane may be placed. The cluster-placer puts it on the least used
+// schedulable, reachable ManagementCluster that matches; once placed it never moves (HyperShift has no
+// live migration), so the placement is immutable. Where it landed is in the placer's report
+// (`data.management_cluster`) and in `hyperfleet get clusters -o wide`.
+type ClusterPlacement struct {
+	// ManagementClusterSelector Labels a management cluster must all carry (a label selector's matchLabels).
+	//
+	// Example: {"tier":"gold"}
+	ManagementClusterSelector *map[string]string `json:"management_cluster_selector,omitempty"`
+
+	// Region Only management clusters whose `spec.region` is this one.
+	//
+	// Example: us-east-1
+	Region *string `json:"region,omitempty"`
+}
+
 // Condition defines model for Condition.
 type Condition struct {
 	LastTransitionTime *time.Time      `json:"last_transition_time,omitempty"`
@@ -736,6 +758,126 @@ type HivelocityPlatform struct {
 
 // Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 type Labels map[string]string
+
+// ManagementCluster defines model for ManagementCluster.
+type ManagementCluster struct {
+	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
+	// reported, as `GET …/{id}/statuses` lists them.
+	AdapterStatuses *[]AdapterStatus `json:"adapter_statuses,omitempty"`
+	CreatedBy       string           `json:"created_by"`
+	CreatedTime     time.Time        `json:"created_time"`
+	DeletedBy       *string          `json:"deleted_by,omitempty"`
+	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
+
+	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
+	Generation int64              `json:"generation"`
+	Href       string             `json:"href"`
+	Id         openapi_types.UUID `json:"id"`
+	Kind       string             `json:"kind"`
+
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels Labels `json:"labels"`
+	Name   string `json:"name"`
+
+	// ResourceVersion Changes on every write of the resource (spec, labels, status, deletion); the ETag's value. Send it back
+	// in If-Match to change the resource only if nothing has written it since it was read. Opaque: compare it
+	// for equality only.
+	//
+	//
+	// Example: 7
+	ResourceVersion string `json:"resource_version"`
+
+	// Spec A HyperShift management cluster that hosted control planes are placed on. The hostedcluster-applier reaches it
+	// with the kubeconfig `credentials.kubeconfig` names and reports whether it is reachable, whether HyperShift's
+	// CRDs are there, and how many hosted clusters it carries; the cluster-placer places new clusters on it while it
+	// is schedulable and has room. See docs/management-clusters.md.
+	Spec        ManagementClusterSpec `json:"spec"`
+	Status      ResourceStatus        `json:"status"`
+	UpdatedBy   string                `json:"updated_by"`
+	UpdatedTime time.Time             `json:"updated_time"`
+}
+
+// ManagementClusterCreate defines model for ManagementClusterCreate.
+type ManagementClusterCreate struct {
+	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
+	Labels *Labels `json:"labels,omitempty"`
+	Name   string  `json:"name"`
+
+	// Spec A HyperShift management cluster that hosted control planes are placed on. The hostedcluster-applier reaches it
+	// with the kubeconfig `credentials.kubeconfig` names and reports whether it is reachable, whether HyperShift's
+	// CRDs are there, and how many hosted clusters it carries; the cluster-placer places new clusters on it while it
+	// is schedulable and has room. See docs/management-clusters.md.
+	Spec ManagementClusterSpec `json:"spec"`
+}
+
+// ManagementClusterList defines model for ManagementClusterList.
+type ManagementClusterList struct {
+	Items []ManagementCluster `json:"items"`
+
+	// Kind Example: ManagementClusterList
+	Kind string `json:"kind"`
+
+	// Next Cursor of the next page, for after=; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Page int     `json:"page"`
+
+	// ResourceVersion The change feed position this page reflects: watch from it to hear of every later change.
+	ResourceVersion string `json:"resource_version"`
+	Size            int    `json:"size"`
+
+	// Total Matches in all; left out with count=false.
+	Total *int64 `json:"total,omitempty"`
+}
+
+// ManagementClusterSpec A HyperShift management cluster that hosted control planes are placed on. The hostedcluster-applier reaches it
+// with the kubeconfig `credentials.kubeconfig` names and reports whether it is reachable, whether HyperShift's
+// CRDs are there, and how many hosted clusters it carries; the cluster-placer places new clusters on it while it
+// is schedulable and has room. See docs/management-clusters.md.
+type ManagementClusterSpec struct {
+	Capacity ManagementClusterCapacity `json:"capacity"`
+
+	// Credentials Names the credentials the applier is given; the API never stores a kubeconfig. The applier reads the
+	// file of this name in its --management-cluster-credentials directory (in production a key of the Secret
+	// hyperfleet-management-clusters mounted there).
+	Credentials ManagementClusterCredentials `json:"credentials"`
+
+	// Namespace The namespace of its HostedClusters and their Secrets.
+	Namespace *string `json:"namespace,omitempty"`
+
+	// Region Where it runs; a cluster whose `spec.placement.region` names a region is placed only in it.
+	//
+	// Example: us-east-1
+	Region *string `json:"region,omitempty"`
+
+	// Schedulable False cordons it - no new placements; the clusters it hosts stay.
+	Schedulable *bool `json:"schedulable,omitempty"`
+}
+
+// ManagementClusterCapacity defines model for ManagementClusterSpec.capacity.
+type ManagementClusterCapacity struct {
+	// MaxHostedClusters How many hosted control planes it takes.
+	//
+	// Example: 80
+	MaxHostedClusters int `json:"max_hosted_clusters"`
+
+	// MemoryGib A memory budget in GiB; each placed control plane counts the placer's --control-plane-memory-gib (18).
+	//
+	// Example: 1440
+	MemoryGib *int `json:"memory_gib,omitempty"`
+
+	// Vcpu A vCPU budget; each placed control plane counts the placer's --control-plane-vcpu (5).
+	//
+	// Example: 400
+	Vcpu *int `json:"vcpu,omitempty"`
+}
+
+// ManagementClusterCredentials Names the credentials the applier is given; the API never stores a kubeconfig. The applier reads the
+// file of this name in its --management-cluster-credentials directory (in production a key of the Secret
+// hyperfleet-management-clusters mounted there).
+type ManagementClusterCredentials struct {
+	// Kubeconfig Example: mc-us-east-1a
+	Kubeconfig string `json:"kubeconfig"`
+}
 
 // NodePool defines model for NodePool.
 type NodePool struct {
@@ -1598,6 +1740,9 @@ type IncludeDeleted = bool
 // LastEventId defines model for last_event_id.
 type LastEventId = string
 
+// ManagementclusterId defines model for managementcluster_id.
+type ManagementclusterId = openapi_types.UUID
+
 // NodepoolId defines model for nodepool_id.
 type NodepoolId = openapi_types.UUID
 
@@ -1807,6 +1952,84 @@ type ListClusterNodePoolsParams struct {
 
 // PatchNodePoolParams defines parameters for PatchNodePool.
 type PatchNodePoolParams struct {
+	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
+	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	Force *Force `form:"force,omitempty" json:"force,omitempty"`
+
+	// IfMatch The resource's ETag (`"<resource_version>"`, e.g. `"7"`) as a read returned it: the change applies only if
+	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
+	// move the version too; `generation` does not protect them.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListManagementClustersParams defines parameters for ListManagementClusters.
+type ListManagementClustersParams struct {
+	// Page 1-based page number.
+	Page *Page `form:"page,omitempty" json:"page,omitempty"`
+
+	// Size Items per page.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The `next` cursor of the page before: this page starts right after that page's last item, however many
+	// resources were created or deleted since (no item is skipped or repeated), and costs what a first page does
+	// however deep it is. Keep the `order`, `search` and filters of the list it came from; not with `page`.
+	After *After `form:"after,omitempty" json:"after,omitempty"`
+
+	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
+	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
+	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
+	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
+	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
+	Search *Search `form:"search,omitempty" json:"search,omitempty"`
+
+	// Order Comma-separated sort keys, each a field (`id name generation created_time updated_time`) and optional
+	// `asc`/`desc`. Default `created_time asc`. Ties are broken by `id`.
+	Order *Order `form:"order,omitempty" json:"order,omitempty"`
+
+	// Fields Comma-separated top-level fields to return for each item (`id`, `kind` and `href` are always returned).
+	// With `fields`, the answer is a sparse page, `application/vnd.hyperfleet.sparse+json` (`SparseList`),
+	// whose items carry only those members; without it, full resources as `application/json`.
+	Fields *Fields `form:"fields,omitempty" json:"fields,omitempty"`
+
+	// IncludeDeleted Also return resources that are being deleted.
+	IncludeDeleted *IncludeDeleted `form:"include_deleted,omitempty" json:"include_deleted,omitempty"`
+
+	// PendingFor Only resources this adapter must look at: it has not reported on them, reported an older generation, has
+	// not reported `Finalized=True` about a deleting one at its current generation, or (with `resync_after`)
+	// last reported longer ago than that. Served by an index for the kind's required adapters.
+	PendingFor *PendingFor `form:"pending_for,omitempty" json:"pending_for,omitempty"`
+
+	// ResyncAfter With `pending_for`, also resources whose last report is older than this Go duration (e.g. `5m`).
+	ResyncAfter *ResyncAfter `form:"resync_after,omitempty" json:"resync_after,omitempty"`
+
+	// Watch `true` turns the list into a watch: instead of a page, a stream of Server-Sent Events (`text/event-stream`),
+	// one per change of a resource of the kind that the list's `search`, `pending_for` and the caller's role
+	// would show. Each event's `id:` is its position in the change feed (`<epoch>.<seq>`: treat it as opaque),
+	// `event:` its type and `data:` a WatchEvent. Start from the `resource_version` of a list (list, then watch),
+	// or resume with `Last-Event-ID`; without either the watch starts at the present. A position older than the
+	// retained events, of another epoch of the feed (it was restored or failed over since) or beyond its head
+	// (after a few seconds' grace) is 410 `HYPERFLEET-WAT-001`: list again. While it shows nothing, a `bookmark`
+	// event comes every 15 s (`--watch-heartbeat`), even when the feed moves on with changes it does not show:
+	// its `id:` is how far the stream has read the feed, so that `Last-Event-ID` moves on and resuming skips
+	// nothing; its `data:` is `{"position": <the same>}`, not a WatchEvent. Paging parameters are ignored.
+	Watch *Watch `form:"watch,omitempty" json:"watch,omitempty"`
+
+	// ResourceVersion With `watch=true`, the position to watch after, e.g. the `resource_version` of a list (opaque).
+	ResourceVersion *ResourceVersion `form:"resource_version,omitempty" json:"resource_version,omitempty"`
+
+	// Statuses Comma-separated adapter names (at most 8): each item gains `adapter_statuses`, the reports of those adapters
+	// that have reported on it (as `GET …/{id}/statuses` shows them; `[]` when none has), also in a sparse page
+	// whatever `fields` names. The page's reports are read with the page, not one request per item; without it,
+	// items have no `adapter_statuses`. Not with `watch=true`; a bad name or more than 8 is 400 `HYPERFLEET-VAL-004`.
+	Statuses *Statuses `form:"statuses,omitempty" json:"statuses,omitempty"`
+
+	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
+	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
+}
+
+// PatchManagementClusterParams defines parameters for PatchManagementCluster.
+type PatchManagementClusterParams struct {
 	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
 	// `target_version` going back, skipping minors or changing major. Role admin only (403 `HYPERFLEET-AUZ-001`).
 	Force *Force `form:"force,omitempty" json:"force,omitempty"`
@@ -2068,6 +2291,21 @@ type PostClusterStatusJSONRequestBody = AdapterStatusReport
 
 // PutClusterStatusJSONRequestBody defines body for PutClusterStatus for application/json ContentType.
 type PutClusterStatusJSONRequestBody = AdapterStatusReport
+
+// CreateManagementClusterJSONRequestBody defines body for CreateManagementCluster for application/json ContentType.
+type CreateManagementClusterJSONRequestBody = ManagementClusterCreate
+
+// PatchManagementClusterJSONRequestBody defines body for PatchManagementCluster for application/json ContentType.
+type PatchManagementClusterJSONRequestBody = ResourcePatch
+
+// PatchManagementClusterApplicationMergePatchPlusJSONRequestBody defines body for PatchManagementCluster for application/merge-patch+json ContentType.
+type PatchManagementClusterApplicationMergePatchPlusJSONRequestBody = ResourcePatch
+
+// PostManagementClusterStatusJSONRequestBody defines body for PostManagementClusterStatus for application/json ContentType.
+type PostManagementClusterStatusJSONRequestBody = AdapterStatusReport
+
+// PutManagementClusterStatusJSONRequestBody defines body for PutManagementClusterStatus for application/json ContentType.
+type PutManagementClusterStatusJSONRequestBody = AdapterStatusReport
 
 // CreateUpgradeScheduleJSONRequestBody defines body for CreateUpgradeSchedule for application/json ContentType.
 type CreateUpgradeScheduleJSONRequestBody = UpgradeScheduleCreate
@@ -2631,6 +2869,114 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
 	PutClusterStatus(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListManagementClusters List management clusters
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters (the `ListManagementClusters` operationId).
+	ListManagementClusters(ctx context.Context, params *ListManagementClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateManagementClusterWithBody Create a management cluster
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+	CreateManagementClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateManagementCluster Create a management cluster
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+	CreateManagementCluster(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteManagementCluster Delete a management cluster
+	//
+	// Marks the management cluster as deleting (sets `deleted_time`, bumps `generation`) and answers 202; the
+	// applier drops its client and finalizes. A management cluster that clusters are placed on (the
+	// cluster-placer's report names it in `data.management_cluster`, deleting clusters included) cannot be deleted
+	// (409 `HYPERFLEET-CNF-005`, with their count): cordon it (`spec.schedulable: false`) and delete or re-create
+	// those clusters first. An admin's force-delete skips that check.
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `DeleteManagementCluster` operationId).
+	DeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetManagementCluster Get a management cluster
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `GetManagementCluster` operationId).
+	GetManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchManagementClusterWithBody Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementClusterWithBody(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchManagementCluster Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PatchManagementClusterWithApplicationMergePatchPlusJSONBody Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementClusterWithApplicationMergePatchPlusJSONBody(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForceDeleteManagementCluster Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
+	ForceDeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListManagementClusterStatuses List the adapters' latest reports
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
+	ListManagementClusterStatuses(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostManagementClusterStatusWithBody Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+	PostManagementClusterStatusWithBody(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostManagementClusterStatus Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+	PostManagementClusterStatus(ctx context.Context, managementclusterId ManagementclusterId, body PostManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutManagementClusterStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+	PutManagementClusterStatusWithBody(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutManagementClusterStatus Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+	PutManagementClusterStatus(ctx context.Context, managementclusterId ManagementclusterId, body PutManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodePools List node pools of every cluster
 	//
@@ -3350,6 +3696,254 @@ func (c *Client) PutClusterStatusWithBody(ctx context.Context, clusterId Cluster
 // Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
 func (c *Client) PutClusterStatus(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutClusterStatusRequest(c.Server, clusterId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListManagementClusters List management clusters
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters (the `ListManagementClusters` operationId).
+func (c *Client) ListManagementClusters(ctx context.Context, params *ListManagementClustersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagementClustersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateManagementClusterWithBody Create a management cluster
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+func (c *Client) CreateManagementClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateManagementClusterRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateManagementCluster Create a management cluster
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+func (c *Client) CreateManagementCluster(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateManagementClusterRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteManagementCluster Delete a management cluster
+//
+// Marks the management cluster as deleting (sets `deleted_time`, bumps `generation`) and answers 202; the
+// applier drops its client and finalizes. A management cluster that clusters are placed on (the
+// cluster-placer's report names it in `data.management_cluster`, deleting clusters included) cannot be deleted
+// (409 `HYPERFLEET-CNF-005`, with their count): cordon it (`spec.schedulable: false`) and delete or re-create
+// those clusters first. An admin's force-delete skips that check.
+//
+// Corresponds with DELETE /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `DeleteManagementCluster` operationId).
+func (c *Client) DeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteManagementClusterRequest(c.Server, managementclusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetManagementCluster Get a management cluster
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `GetManagementCluster` operationId).
+func (c *Client) GetManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetManagementClusterRequest(c.Server, managementclusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchManagementClusterWithBody Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *Client) PatchManagementClusterWithBody(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchManagementClusterRequestWithBody(c.Server, managementclusterId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchManagementCluster Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *Client) PatchManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchManagementClusterRequest(c.Server, managementclusterId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PatchManagementClusterWithApplicationMergePatchPlusJSONBody Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *Client) PatchManagementClusterWithApplicationMergePatchPlusJSONBody(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPatchManagementClusterRequestWithApplicationMergePatchPlusJSONBody(c.Server, managementclusterId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForceDeleteManagementCluster Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
+func (c *Client) ForceDeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForceDeleteManagementClusterRequest(c.Server, managementclusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListManagementClusterStatuses List the adapters' latest reports
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
+func (c *Client) ListManagementClusterStatuses(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagementClusterStatusesRequest(c.Server, managementclusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostManagementClusterStatusWithBody Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+func (c *Client) PostManagementClusterStatusWithBody(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostManagementClusterStatusRequestWithBody(c.Server, managementclusterId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostManagementClusterStatus Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+func (c *Client) PostManagementClusterStatus(ctx context.Context, managementclusterId ManagementclusterId, body PostManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostManagementClusterStatusRequest(c.Server, managementclusterId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutManagementClusterStatusWithBody Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+func (c *Client) PutManagementClusterStatusWithBody(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutManagementClusterStatusRequestWithBody(c.Server, managementclusterId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutManagementClusterStatus Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+func (c *Client) PutManagementClusterStatus(ctx context.Context, managementclusterId ManagementclusterId, body PutManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutManagementClusterStatusRequest(c.Server, managementclusterId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5132,6 +5726,589 @@ func NewPutClusterStatusRequestWithBody(server string, clusterId ClusterId, cont
 	return req, nil
 }
 
+// NewListManagementClustersRequest constructs an http.Request for the ListManagementClusters method
+func NewListManagementClustersRequest(server string, params *ListManagementClustersParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Search != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Fields != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "fields", *params.Fields, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.IncludeDeleted != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "include_deleted", *params.IncludeDeleted, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.PendingFor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "pending_for", *params.PendingFor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResyncAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resync_after", *params.ResyncAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Watch != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "watch", *params.Watch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResourceVersion != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "resource_version", *params.ResourceVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statuses != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statuses", *params.Statuses, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCreateManagementClusterRequest calls the generic CreateManagementCluster builder with application/json body
+func NewCreateManagementClusterRequest(server string, body CreateManagementClusterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateManagementClusterRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateManagementClusterRequestWithBody constructs an http.Request for the CreateManagementCluster method, with any body, and a specified content type
+func NewCreateManagementClusterRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteManagementClusterRequest constructs an http.Request for the DeleteManagementCluster method
+func NewDeleteManagementClusterRequest(server string, managementclusterId ManagementclusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetManagementClusterRequest constructs an http.Request for the GetManagementCluster method
+func NewGetManagementClusterRequest(server string, managementclusterId ManagementclusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPatchManagementClusterRequest calls the generic PatchManagementCluster builder with application/json body
+func NewPatchManagementClusterRequest(server string, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchManagementClusterRequestWithBody(server, managementclusterId, params, "application/json", bodyReader)
+}
+
+// NewPatchManagementClusterRequestWithApplicationMergePatchPlusJSONBody calls the generic PatchManagementCluster builder with application/merge-patch+json body
+func NewPatchManagementClusterRequestWithApplicationMergePatchPlusJSONBody(server string, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPatchManagementClusterRequestWithBody(server, managementclusterId, params, "application/merge-patch+json", bodyReader)
+}
+
+// NewPatchManagementClusterRequestWithBody constructs an http.Request for the PatchManagementCluster method, with any body, and a specified content type
+func NewPatchManagementClusterRequestWithBody(server string, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewForceDeleteManagementClusterRequest constructs an http.Request for the ForceDeleteManagementCluster method
+func NewForceDeleteManagementClusterRequest(server string, managementclusterId ManagementclusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/force-delete", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListManagementClusterStatusesRequest constructs an http.Request for the ListManagementClusterStatuses method
+func NewListManagementClusterStatusesRequest(server string, managementclusterId ManagementclusterId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostManagementClusterStatusRequest calls the generic PostManagementClusterStatus builder with application/json body
+func NewPostManagementClusterStatusRequest(server string, managementclusterId ManagementclusterId, body PostManagementClusterStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostManagementClusterStatusRequestWithBody(server, managementclusterId, "application/json", bodyReader)
+}
+
+// NewPostManagementClusterStatusRequestWithBody constructs an http.Request for the PostManagementClusterStatus method, with any body, and a specified content type
+func NewPostManagementClusterStatusRequestWithBody(server string, managementclusterId ManagementclusterId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutManagementClusterStatusRequest calls the generic PutManagementClusterStatus builder with application/json body
+func NewPutManagementClusterStatusRequest(server string, managementclusterId ManagementclusterId, body PutManagementClusterStatusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutManagementClusterStatusRequestWithBody(server, managementclusterId, "application/json", bodyReader)
+}
+
+// NewPutManagementClusterStatusRequestWithBody constructs an http.Request for the PutManagementClusterStatus method, with any body, and a specified content type
+func NewPutManagementClusterStatusRequestWithBody(server string, managementclusterId ManagementclusterId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/statuses", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListNodePoolsRequest constructs an http.Request for the ListNodePools method
 func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.Request, error) {
 	var err error
@@ -6788,6 +7965,124 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/hyperfleet/v1/clusters/{cluster_id}/statuses (the `PutClusterStatus` operationId).
 	PutClusterStatusWithResponse(ctx context.Context, clusterId ClusterId, body PutClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutClusterStatusResponse, error)
 
+	// ListManagementClustersWithResponse List management clusters
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters (the `ListManagementClusters` operationId).
+	ListManagementClustersWithResponse(ctx context.Context, params *ListManagementClustersParams, reqEditors ...RequestEditorFn) (*ListManagementClustersResponse, error)
+
+	// CreateManagementClusterWithBodyWithResponse Create a management cluster
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+	CreateManagementClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
+
+	// CreateManagementClusterWithResponse Create a management cluster
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+	CreateManagementClusterWithResponse(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
+
+	// DeleteManagementClusterWithResponse Delete a management cluster
+	//
+	// Marks the management cluster as deleting (sets `deleted_time`, bumps `generation`) and answers 202; the
+	// applier drops its client and finalizes. A management cluster that clusters are placed on (the
+	// cluster-placer's report names it in `data.management_cluster`, deleting clusters included) cannot be deleted
+	// (409 `HYPERFLEET-CNF-005`, with their count): cordon it (`spec.schedulable: false`) and delete or re-create
+	// those clusters first. An admin's force-delete skips that check.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `DeleteManagementCluster` operationId).
+	DeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*DeleteManagementClusterResponse, error)
+
+	// GetManagementClusterWithResponse Get a management cluster
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `GetManagementCluster` operationId).
+	GetManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*GetManagementClusterResponse, error)
+
+	// PatchManagementClusterWithBodyWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementClusterWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error)
+
+	// PatchManagementClusterWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error)
+
+	// PatchManagementClusterWithApplicationMergePatchPlusJSONBodyWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+	PatchManagementClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error)
+
+	// ForceDeleteManagementClusterWithResponse Remove the resource and everything under it at once (admin only)
+	//
+	// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
+	ForceDeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ForceDeleteManagementClusterResponse, error)
+
+	// ListManagementClusterStatusesWithResponse List the adapters' latest reports
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
+	ListManagementClusterStatusesWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ListManagementClusterStatusesResponse, error)
+
+	// PostManagementClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+	PostManagementClusterStatusWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostManagementClusterStatusResponse, error)
+
+	// PostManagementClusterStatusWithResponse Report an adapter's status (upsert by adapter)
+	//
+	// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+	// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+	// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+	// its `observed_time`. A deleting resource that every required adapter has reported
+	// `Finalized=True` about, at its current generation, is removed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+	PostManagementClusterStatusWithResponse(ctx context.Context, managementclusterId ManagementclusterId, body PostManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostManagementClusterStatusResponse, error)
+
+	// PutManagementClusterStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+	PutManagementClusterStatusWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutManagementClusterStatusResponse, error)
+
+	// PutManagementClusterStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+	PutManagementClusterStatusWithResponse(ctx context.Context, managementclusterId ManagementclusterId, body PutManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutManagementClusterStatusResponse, error)
+
 	// ListNodePoolsWithResponse List node pools of every cluster
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8344,6 +9639,635 @@ func (r PutClusterStatusResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutClusterStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListManagementClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagementClusterList
+	// ApplicationvndHyperfleetSparseJSON200 the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+	ApplicationvndHyperfleetSparseJSON200 *SparseList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *Expired
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagementClustersResponse) GetJSON200() *ManagementClusterList {
+	return r.JSON200
+}
+
+// GetApplicationvndHyperfleetSparseJSON200 returns the response for an HTTP 200 `application/vnd.hyperfleet.sparse+json` response
+func (r ListManagementClustersResponse) GetApplicationvndHyperfleetSparseJSON200() *SparseList {
+	return r.ApplicationvndHyperfleetSparseJSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListManagementClustersResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListManagementClustersResponse) GetApplicationproblemJSON410() *Expired {
+	return r.ApplicationproblemJSON410
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListManagementClustersResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagementClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagementClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagementClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagementClustersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateManagementClusterResponse201Headers the declared response headers of an HTTP 201 response for CreateManagementCluster
+type CreateManagementClusterResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateManagementClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ManagementCluster
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateManagementClusterResponse201Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateManagementClusterResponse) GetJSON201() *ManagementCluster {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateManagementClusterResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateManagementClusterResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateManagementClusterResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateManagementClusterResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateManagementClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateManagementClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateManagementClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateManagementClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteManagementClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ManagementCluster
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteManagementClusterResponse) GetJSON202() *ManagementCluster {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteManagementClusterResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteManagementClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteManagementClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteManagementClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteManagementClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetManagementClusterResponse200Headers the declared response headers of an HTTP 200 response for GetManagementCluster
+type GetManagementClusterResponse200Headers struct {
+	ETag *string
+}
+
+type GetManagementClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagementCluster
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetManagementClusterResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetManagementClusterResponse) GetJSON200() *ManagementCluster {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetManagementClusterResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetManagementClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetManagementClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetManagementClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetManagementClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PatchManagementClusterResponse200Headers the declared response headers of an HTTP 200 response for PatchManagementCluster
+type PatchManagementClusterResponse200Headers struct {
+	ETag *string
+}
+
+type PatchManagementClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagementCluster
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PatchManagementClusterResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PatchManagementClusterResponse) GetJSON200() *ManagementCluster {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PatchManagementClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PatchManagementClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PatchManagementClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PatchManagementClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PatchManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ForceDeleteManagementClusterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForceDeleteManagementClusterResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ForceDeleteManagementClusterResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ForceDeleteManagementClusterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForceDeleteManagementClusterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForceDeleteManagementClusterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForceDeleteManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListManagementClusterStatusesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdapterStatusList
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagementClusterStatusesResponse) GetJSON200() *AdapterStatusList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListManagementClusterStatusesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListManagementClusterStatusesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagementClusterStatusesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagementClusterStatusesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagementClusterStatusesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagementClusterStatusesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostManagementClusterStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostManagementClusterStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostManagementClusterStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostManagementClusterStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PostManagementClusterStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PostManagementClusterStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostManagementClusterStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PostManagementClusterStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PostManagementClusterStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostManagementClusterStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostManagementClusterStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostManagementClusterStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutManagementClusterStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StoredStatus
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StoredStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutManagementClusterStatusResponse) GetJSON200() *StoredStatus {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutManagementClusterStatusResponse) GetJSON201() *StoredStatus {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutManagementClusterStatusResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutManagementClusterStatusResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutManagementClusterStatusResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutManagementClusterStatusResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutManagementClusterStatusResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutManagementClusterStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutManagementClusterStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutManagementClusterStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutManagementClusterStatusResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10084,6 +12008,208 @@ func (c *ClientWithResponses) PutClusterStatusWithResponse(ctx context.Context, 
 	return ParsePutClusterStatusResponse(rsp)
 }
 
+// ListManagementClustersWithResponse List management clusters
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters (the `ListManagementClusters` operationId).
+func (c *ClientWithResponses) ListManagementClustersWithResponse(ctx context.Context, params *ListManagementClustersParams, reqEditors ...RequestEditorFn) (*ListManagementClustersResponse, error) {
+	rsp, err := c.ListManagementClusters(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagementClustersResponse(rsp)
+}
+
+// CreateManagementClusterWithBodyWithResponse Create a management cluster
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+func (c *ClientWithResponses) CreateManagementClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
+	rsp, err := c.CreateManagementClusterWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateManagementClusterResponse(rsp)
+}
+
+// CreateManagementClusterWithResponse Create a management cluster
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
+func (c *ClientWithResponses) CreateManagementClusterWithResponse(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
+	rsp, err := c.CreateManagementCluster(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateManagementClusterResponse(rsp)
+}
+
+// DeleteManagementClusterWithResponse Delete a management cluster
+//
+// Marks the management cluster as deleting (sets `deleted_time`, bumps `generation`) and answers 202; the
+// applier drops its client and finalizes. A management cluster that clusters are placed on (the
+// cluster-placer's report names it in `data.management_cluster`, deleting clusters included) cannot be deleted
+// (409 `HYPERFLEET-CNF-005`, with their count): cordon it (`spec.schedulable: false`) and delete or re-create
+// those clusters first. An admin's force-delete skips that check.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `DeleteManagementCluster` operationId).
+func (c *ClientWithResponses) DeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*DeleteManagementClusterResponse, error) {
+	rsp, err := c.DeleteManagementCluster(ctx, managementclusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteManagementClusterResponse(rsp)
+}
+
+// GetManagementClusterWithResponse Get a management cluster
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `GetManagementCluster` operationId).
+func (c *ClientWithResponses) GetManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*GetManagementClusterResponse, error) {
+	rsp, err := c.GetManagementCluster(ctx, managementclusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetManagementClusterResponse(rsp)
+}
+
+// PatchManagementClusterWithBodyWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *ClientWithResponses) PatchManagementClusterWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error) {
+	rsp, err := c.PatchManagementClusterWithBody(ctx, managementclusterId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchManagementClusterResponse(rsp)
+}
+
+// PatchManagementClusterWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *ClientWithResponses) PatchManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error) {
+	rsp, err := c.PatchManagementCluster(ctx, managementclusterId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchManagementClusterResponse(rsp)
+}
+
+// PatchManagementClusterWithApplicationMergePatchPlusJSONBodyWithResponse Change a management cluster's spec and/or labels (RFC 7386 JSON merge patch)
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/hyperfleet/v1/managementclusters/{managementcluster_id} (the `PatchManagementCluster` operationId).
+func (c *ClientWithResponses) PatchManagementClusterWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *PatchManagementClusterParams, body PatchManagementClusterApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*PatchManagementClusterResponse, error) {
+	rsp, err := c.PatchManagementClusterWithApplicationMergePatchPlusJSONBody(ctx, managementclusterId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePatchManagementClusterResponse(rsp)
+}
+
+// ForceDeleteManagementClusterWithResponse Remove the resource and everything under it at once (admin only)
+//
+// Skips the adapters' finalization; cloud resources they manage may be left behind. Audited in the log.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
+func (c *ClientWithResponses) ForceDeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ForceDeleteManagementClusterResponse, error) {
+	rsp, err := c.ForceDeleteManagementCluster(ctx, managementclusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForceDeleteManagementClusterResponse(rsp)
+}
+
+// ListManagementClusterStatusesWithResponse List the adapters' latest reports
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
+func (c *ClientWithResponses) ListManagementClusterStatusesWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ListManagementClusterStatusesResponse, error) {
+	rsp, err := c.ListManagementClusterStatuses(ctx, managementclusterId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagementClusterStatusesResponse(rsp)
+}
+
+// PostManagementClusterStatusWithBodyWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+func (c *ClientWithResponses) PostManagementClusterStatusWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostManagementClusterStatusResponse, error) {
+	rsp, err := c.PostManagementClusterStatusWithBody(ctx, managementclusterId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostManagementClusterStatusResponse(rsp)
+}
+
+// PostManagementClusterStatusWithResponse Report an adapter's status (upsert by adapter)
+//
+// Stores the adapter's report and recomputes the resource's `Available`, `Ready`, per-adapter conditions and
+// `phase` in the same transaction. A report of an older generation than the stored one is refused with
+// 409 `HYPERFLEET-STS-001` and nothing is stored; at the same generation the one received last wins, whatever
+// its `observed_time`. A deleting resource that every required adapter has reported
+// `Finalized=True` about, at its current generation, is removed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PostManagementClusterStatus` operationId).
+func (c *ClientWithResponses) PostManagementClusterStatusWithResponse(ctx context.Context, managementclusterId ManagementclusterId, body PostManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PostManagementClusterStatusResponse, error) {
+	rsp, err := c.PostManagementClusterStatus(ctx, managementclusterId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostManagementClusterStatusResponse(rsp)
+}
+
+// PutManagementClusterStatusWithBodyWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+func (c *ClientWithResponses) PutManagementClusterStatusWithBodyWithResponse(ctx context.Context, managementclusterId ManagementclusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutManagementClusterStatusResponse, error) {
+	rsp, err := c.PutManagementClusterStatusWithBody(ctx, managementclusterId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutManagementClusterStatusResponse(rsp)
+}
+
+// PutManagementClusterStatusWithResponse Report an adapter's status (idempotent; same rules as POST)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `PutManagementClusterStatus` operationId).
+func (c *ClientWithResponses) PutManagementClusterStatusWithResponse(ctx context.Context, managementclusterId ManagementclusterId, body PutManagementClusterStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutManagementClusterStatusResponse, error) {
+	rsp, err := c.PutManagementClusterStatus(ctx, managementclusterId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutManagementClusterStatusResponse(rsp)
+}
+
 // ListNodePoolsWithResponse List node pools of every cluster
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11535,6 +13661,530 @@ func ParsePutClusterStatusResponse(rsp *http.Response) (*PutClusterStatusRespons
 	}
 
 	response := &PutClusterStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListManagementClustersResponse parses an HTTP response from a ListManagementClustersWithResponse call
+func ParseListManagementClustersResponse(rsp *http.Response) (*ListManagementClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagementClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.Header.Get("Content-Type") == "application/json" && rsp.StatusCode == 200:
+		var dest ManagementClusterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.Header.Get("Content-Type") == "application/vnd.hyperfleet.sparse+json" && rsp.StatusCode == 200:
+		var dest SparseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationvndHyperfleetSparseJSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest Expired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateManagementClusterResponse parses an HTTP response from a CreateManagementClusterWithResponse call
+func ParseCreateManagementClusterResponse(rsp *http.Response) (*CreateManagementClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateManagementClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ManagementCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateManagementClusterResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteManagementClusterResponse parses an HTTP response from a DeleteManagementClusterWithResponse call
+func ParseDeleteManagementClusterResponse(rsp *http.Response) (*DeleteManagementClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteManagementClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ManagementCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetManagementClusterResponse parses an HTTP response from a GetManagementClusterWithResponse call
+func ParseGetManagementClusterResponse(rsp *http.Response) (*GetManagementClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetManagementClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagementCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetManagementClusterResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePatchManagementClusterResponse parses an HTTP response from a PatchManagementClusterWithResponse call
+func ParsePatchManagementClusterResponse(rsp *http.Response) (*PatchManagementClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PatchManagementClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagementCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PatchManagementClusterResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForceDeleteManagementClusterResponse parses an HTTP response from a ForceDeleteManagementClusterWithResponse call
+func ParseForceDeleteManagementClusterResponse(rsp *http.Response) (*ForceDeleteManagementClusterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForceDeleteManagementClusterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListManagementClusterStatusesResponse parses an HTTP response from a ListManagementClusterStatusesWithResponse call
+func ParseListManagementClusterStatusesResponse(rsp *http.Response) (*ListManagementClusterStatusesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagementClusterStatusesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdapterStatusList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostManagementClusterStatusResponse parses an HTTP response from a PostManagementClusterStatusWithResponse call
+func ParsePostManagementClusterStatusResponse(rsp *http.Response) (*PostManagementClusterStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostManagementClusterStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StoredStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutManagementClusterStatusResponse parses an HTTP response from a PutManagementClusterStatusWithResponse call
+func ParsePutManagementClusterStatusResponse(rsp *http.Response) (*PutManagementClusterStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutManagementClusterStatusResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -28,6 +28,10 @@ type Kind struct {
 	SpecSchema string
 	// References are the spec fields that name a live resource of another kind.
 	References []Reference
+	// ReportedReferences are names of resources of another kind that an adapter reports in its data about a
+	// resource of this kind (the cluster-placer's data.management_cluster): a resource so named cannot be deleted
+	// while such reports exist.
+	ReportedReferences []ReportedReference
 	// Platform marks a kind whose resources every cluster shares (a cluster names them), so that changing one
 	// changes many clusters: only roles platform and admin write them; everyone who reads may read them.
 	Platform bool
@@ -42,6 +46,13 @@ type Reference struct {
 	Kind  *Kind
 }
 
+// ReportedReference is a key of an adapter's report data whose string value names a resource of a root kind (the
+// cluster-placer reports the ManagementCluster a cluster is placed on as data.management_cluster).
+type ReportedReference struct {
+	Adapter, DataKey string
+	Kind             *Kind
+}
+
 // Column is a column of the CLI's table of a kind, as a CRD's additionalPrinterColumns: a header and a JSONPath
 // template (kubectl's syntax, e.g. "{.spec.replicas}") evaluated against the resource as the API returns it.
 type Column struct {
@@ -53,8 +64,8 @@ type Column struct {
 
 // KindTable is every kind a program knows, with the ones other code names directly.
 type KindTable struct {
-	Cluster, NodePool, VersionStream, UpgradeSchedule *Kind
-	all                                               []*Kind
+	Cluster, NodePool, VersionStream, UpgradeSchedule, ManagementCluster *Kind
+	all                                                                  []*Kind
 }
 
 // Kinds returns the kinds the API serves, in the order help and listings show them. Each call builds a new table,
@@ -80,14 +91,28 @@ func Kinds() *KindTable {
 			{Header: "DAYS", JSONPath: "{range .spec.windows[*]}{.days} {end}", Wide: true},
 		},
 	}
+	managementCluster := &Kind{
+		Name: "ManagementCluster", Singular: "managementcluster", Plural: "managementclusters", Short: "mc",
+		NameMin: 1, NameMax: 63, SpecSchema: "ManagementClusterSpec", Platform: true,
+		Columns: []Column{
+			{Header: "REGION", JSONPath: "{.spec.region}"},
+			{Header: "SCHEDULABLE", JSONPath: "{.spec.schedulable}"},
+			// The applier's Available message is "<hosted>/<max> hosted clusters" (or why it cannot serve it).
+			{Header: "CAPACITY", JSONPath: `{.status.conditions[?(@.type=="HostedclusterApplierAvailable")].message}`},
+			{Header: "CREDENTIALS", JSONPath: "{.spec.credentials.kubeconfig}", Wide: true},
+		},
+	}
 	cluster := &Kind{
 		Name: "Cluster", Singular: "cluster", Plural: "clusters", Short: "cl",
 		NameMin: 3, NameMax: 53, SpecSchema: "ClusterSpec",
-		References: []Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}},
+		References:         []Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}},
+		ReportedReferences: []ReportedReference{{Adapter: "cluster-placer", DataKey: "management_cluster", Kind: managementCluster}},
 		Columns: []Column{
 			{Header: "VERSION STREAM", JSONPath: "{.spec.version_stream}"},
 			{Header: "SCHEDULE", JSONPath: "{.spec.upgrade_schedule}", Wide: true},
 			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
+			// The placer's Available message names the management cluster once placed (or why it cannot be).
+			{Header: "MANAGEMENT CLUSTER", JSONPath: `{.status.conditions[?(@.type=="ClusterPlacerAvailable")].message}`, Wide: true},
 		},
 	}
 	nodePool := &Kind{
@@ -101,7 +126,7 @@ func Kinds() *KindTable {
 		},
 	}
 	return &KindTable{Cluster: cluster, NodePool: nodePool, VersionStream: versionStream, UpgradeSchedule: upgradeSchedule,
-		all: []*Kind{cluster, nodePool, versionStream, upgradeSchedule}}
+		ManagementCluster: managementCluster, all: []*Kind{cluster, nodePool, versionStream, upgradeSchedule, managementCluster}}
 }
 
 // With returns a table of t's kinds and more, for a build that serves kinds of its own (the throwaway-kind test).
@@ -154,6 +179,11 @@ func (t *KindTable) Check() error {
 		for _, r := range k.References {
 			if r.Field == "" || r.Kind == nil || !in[r.Kind] || r.Kind.Parent != nil {
 				return fmt.Errorf("kind %s: reference %q must name a root kind of the table", k.Name, r.Field)
+			}
+		}
+		for _, r := range k.ReportedReferences {
+			if r.Adapter == "" || r.DataKey == "" || r.Kind == nil || !in[r.Kind] || r.Kind.Parent != nil {
+				return fmt.Errorf("kind %s: reported reference %s/%s must name a root kind of the table", k.Name, r.Adapter, r.DataKey)
 			}
 		}
 		for _, c := range k.Columns {
