@@ -172,11 +172,12 @@ func migrations() []*gormigrate.Migration {
 		{
 			// Management clusters, and the index that counts the clusters placed on one (the cluster-placer's
 			// reports name it in data.management_cluster) when an admin deletes it.
-			ID: "202612050011_managementclusters",
+			ID: "202612050012_managementclusters",
 			Migrate: func(tx *gorm.DB) error {
 				return execAll(tx, append(kindTableDDL("managementclusters", ""),
-					`CREATE INDEX adapter_statuses_management_cluster ON adapter_statuses (kind, adapter, (data->>'management_cluster'))
-						WHERE data ? 'management_cluster'`))
+					// Partial on exactly what ReportReferrers asks, so that no other adapter's write maintains it.
+					`CREATE INDEX adapter_statuses_management_cluster ON adapter_statuses ((data->>'management_cluster'))
+						WHERE kind = 'Cluster' AND adapter = 'cluster-placer'`))
 			},
 		},
 	}

@@ -34,10 +34,11 @@ func (t *txStore) ReportReferrers(d *resource.Descriptor, adapter, key, name str
 		Name  string
 		Total int
 	}
-	// The key is a plain identifier (resource.Descriptor.Check), written into the text so that the expression
-	// index on data->>'<key>' serves the query.
+	// Kind, adapter and key are plain words (resource.Descriptor.Check), written into the text so that the partial
+	// expression index on data->>'<key>' for that kind and adapter serves the query (a parameter would not match
+	// the index's predicate).
 	err := rawScan(t.db.Raw("SELECT r.name, count(*) OVER () AS total FROM adapter_statuses s JOIN "+d.Table+" r ON r.id = s.resource_id"+
-		" WHERE s.kind = ? AND s.adapter = ? AND s.data->>'"+key+"' = ? ORDER BY r.name LIMIT ?", d.Kind, adapter, name, limit), &rows)
+		" WHERE s.kind = '"+d.Kind+"' AND s.adapter = '"+adapter+"' AND s.data->>'"+key+"' = ? ORDER BY r.name LIMIT ?", name, limit), &rows)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find %s that %s places on %q: %w", d.Kind, adapter, name, err)
 	}

@@ -79,7 +79,10 @@ type NamedRef struct {
 	Name string
 }
 
-var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+var (
+	identifier  = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	adapterName = regexp.MustCompile(`^[a-z][-a-z0-9_.]*$`)
+)
 
 // Check reports a descriptor that main built wrong; it is called once at start-up.
 func (d *Descriptor) Check() error {
@@ -99,8 +102,9 @@ func (d *Descriptor) Check() error {
 		}
 	}
 	for _, ref := range d.ReportedReferences {
-		// The key becomes part of an index expression and a query's text, so it must be a plain identifier.
-		if ref.Kind == nil || ref.Kind.Parent != nil || ref.Adapter == "" || !identifier.MatchString(ref.DataKey) {
+		// The adapter and key become part of a query's text (to match a partial expression index), so they must be
+		// plain words.
+		if ref.Kind == nil || ref.Kind.Parent != nil || !adapterName.MatchString(ref.Adapter) || !identifier.MatchString(ref.DataKey) {
 			return fmt.Errorf("descriptor %s: reported reference %s/%q must be a plain data key naming a root kind", d.Kind, ref.Adapter, ref.DataKey)
 		}
 	}
