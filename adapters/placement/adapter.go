@@ -110,17 +110,7 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
-	placed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hyperfleet_placer_placed_clusters",
-		Help: "Clusters the placer's ledger holds a slot for, deleting ones included.",
-	}, func() float64 {
-		n := 0
-		for _, c := range rec.Placed() {
-			n += c
-		}
-		return float64(n)
-	})
-	if err := runner.Registerer().Register(placed); err != nil {
+	if err := runner.Registerer().Register(newPlacedCollector(rec)); err != nil {
 		return nil, fmt.Errorf("register the placer's metrics: %w", err)
 	}
 	return &Adapter{Runner: runner, reconciler: rec, prune: o.PruneInterval, log: log}, nil
@@ -172,5 +162,26 @@ func (a *Adapter) keep(ctx context.Context) {
 		case n > 0:
 			a.log.Info("dropped the placements of clusters removed without being finalized", slog.Int("dropped", n))
 		}
+	}
+}
+
+// placedCollector serves the ledger's count of clusters per management cluster, read at each scrape: the ledger is
+// what decisions count, so it is what an operator compares with the applier's hosted_clusters.
+type placedCollector struct {
+	rec  *Reconciler
+	desc *prometheus.Desc
+}
+
+func newPlacedCollector(rec *Reconciler) *placedCollector {
+	return &placedCollector{rec: rec, desc: prometheus.NewDesc("hyperfleet_placer_placed_clusters",
+		"Clusters the placer holds a slot for on each management cluster, deleting ones included.",
+		[]string{"management_cluster"}, nil)}
+}
+
+func (c *placedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *placedCollector) Collect(ch chan<- prometheus.Metric) {
+	for mc, n := range c.rec.Placed() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), mc)
 	}
 }
