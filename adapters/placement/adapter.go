@@ -116,9 +116,6 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	return &Adapter{Runner: runner, reconciler: rec, prune: o.PruneInterval, log: log}, nil
 }
 
-// Reconciler returns the placer's reconciler, for tests that look at its ledger.
-func (a *Adapter) Reconciler() *Reconciler { return a.reconciler }
-
 // Run places clusters until ctx ends (see adapter.Runner.Run). Beside the runtime it rebuilds the ledger at once,
 // which wakes the clusters left unplaced before a restart, and prunes it every --prune-interval.
 func (a *Adapter) Run(ctx context.Context) error {

@@ -103,8 +103,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	} else if ok {
 		return placed(p), nil
 	}
-	// Listed outside the lock: what must not race is the ledger's counts, not the management clusters' specs (a
-	// cordon that lands just after the list is one that landed a moment later).
+	// Listed outside the lock, so that decisions wait for each other only while they count: what must not race is
+	// the ledger, not the management clusters' specs (a cordon that lands just after the list started is one that
+	// landed a moment after this decision).
 	candidates, err := r.candidates(ctx)
 	if err != nil {
 		return failed(ReasonManagementClustersUnavailable, err)
@@ -155,13 +156,15 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter
 	rep, err := r.API.Report(ctx, adapter.Clusters(), obj.ParentID, obj.ID, r.Applier)
 	switch {
 	case errors.Is(err, adapter.ErrNotFound):
-		// The cluster is gone, and with it every adapter's report: nothing is left on the management cluster.
+		// The cluster is gone, and with it every adapter's report: the applier has finalized it.
 	case err != nil:
 		return waiting(p, r.Applier, retry), adapter.Transient(ReasonApplierReportUnavailable,
 			fmt.Errorf("read %s's report on the cluster: %w", r.Applier, err))
 	case rep != nil && !conditions.IsTrue(rep.Conditions, conditions.Finalized):
 		return waiting(p, r.Applier, retry), nil
 	}
+	// Finalized, or never reported: an applier that has not reported on the cluster has created nothing for it
+	// that it would not remove on its first look at the deleted cluster.
 	r.mu.Lock()
 	r.ledger.remove(obj.ID)
 	left := r.ledger.count(p.ManagementCluster)
