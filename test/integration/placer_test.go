@@ -35,14 +35,14 @@ func startPlacerServer(tb testing.TB, applier bool) *apiServer {
 
 // startPlacer runs a placer against s, tries every 100 ms, and returns a function that stops it (also called when
 // the test ends).
-func startPlacer(tb testing.TB, s *apiServer, tune ...func(*adapter.Config)) (stop func()) {
+func startPlacer(tb testing.TB, s *apiServer, tune ...func(*adapter.Config, *placement.Options)) (stop func()) {
 	tb.Helper()
 	cfg := runtimeConfig(tb, s, placement.Name)
-	for _, f := range tune {
-		f(&cfg)
-	}
 	opts := placement.DefaultOptions()
 	opts.RetryInterval, opts.FinalizeInterval = 100*time.Millisecond, 100*time.Millisecond
+	for _, f := range tune {
+		f(&cfg, &opts)
+	}
 	a, err := placement.New(cfg, opts, testLogger())
 	require.NoError(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -343,7 +343,7 @@ func TestPlacerRestartKeepsPlacements(t *testing.T) {
 	createMC(t, s, "mc-b", 5, mcOptions{reachable: true})
 	restarted := time.Now()
 	// Resyncing every placed cluster makes the new placer report each one again.
-	startPlacer(t, s, func(c *adapter.Config) { c.ResyncAfter = 200 * time.Millisecond })
+	startPlacer(t, s, func(c *adapter.Config, _ *placement.Options) { c.ResyncAfter = 200 * time.Millisecond })
 	after := waitPlacements(t, s, "every cluster reported again after the restart", names, func(st *api.AdapterStatus) bool {
 		return isPlaced(st) && st.ObservedTime.After(restarted)
 	})
@@ -419,6 +419,25 @@ func TestPlacerFreesTheSlotOnlyAfterTheApplierFinalized(t *testing.T) {
 		require.NoError(t, err)
 		return r.StatusCode() == http.StatusNotFound
 	})
+}
+
+// A cluster removed without its finalizers (an admin's force-delete) leaves its slot in the ledger until the prune
+// finds it gone; then the slot is free again.
+func TestPlacerPrunesForceDeletedClusters(t *testing.T) {
+	s := startPlacerServer(t, true)
+	createMC(t, s, "mc-a", 1, mcOptions{reachable: true})
+	startPlacer(t, s, func(_ *adapter.Config, o *placement.Options) { o.PruneInterval = 200 * time.Millisecond })
+
+	stuck := createPlacedCluster(t, s, "stuck", nil)
+	waitPlacements(t, s, "stuck placed", []string{"stuck"}, isPlaced)
+	createPlacedCluster(t, s, "next", nil)
+	waitPlacements(t, s, "next waits", []string{"next"}, decided)
+
+	resp, err := s.ForceDeleteClusterWithResponse(ctxFor(t), stuck.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode(), "body: %s", resp.Body)
+	got := waitPlacements(t, s, "next placed once the prune freed the slot", []string{"next"}, isPlaced)
+	require.Equal(t, "mc-a", placedOn(got["next"]))
 }
 
 // reportCluster posts the applier's report on a cluster at generation: applied, or (finalized) removed.
