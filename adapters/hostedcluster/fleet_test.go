@@ -229,8 +229,10 @@ type fakePlacements struct {
 	forgotten []string
 }
 
-func (f *fakePlacements) Place(context.Context, *adapter.Object) (Placement, error) { return f.p, f.err }
-func (f *fakePlacements) Forget(id string)                                          { f.forgotten = append(f.forgotten, id) }
+func (f *fakePlacements) Place(context.Context, *adapter.Object) (Placement, error) {
+	return f.p, f.err
+}
+func (f *fakePlacements) Forget(id string) { f.forgotten = append(f.forgotten, id) }
 
 type fixedReferences struct{ stream StreamRollout }
 

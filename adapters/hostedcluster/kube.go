@@ -93,16 +93,6 @@ func (k *kubeCluster) shutdown() {
 	}
 }
 
-// synced reports whether both caches have listed the namespace.
-func (k *kubeCluster) synced() bool {
-	for _, s := range k.hasSynced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
-
 // waitSynced waits until both caches have listed the namespace, or ctx ends; it reports whether they have.
 func (k *kubeCluster) waitSynced(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), k.hasSynced...)

@@ -94,8 +94,8 @@ type fleet struct {
 	closed   bool
 }
 
-func newFleet(cfg fleetConfig, api fleetAPI, log *slog.Logger) *fleet {
-	return &fleet{cfg: cfg, api: api, log: log, members: map[string]*member{}, specs: map[string]mcSpec{},
+func newFleet(cfg fleetConfig, reader fleetAPI, log *slog.Logger) *fleet {
+	return &fleet{cfg: cfg, api: reader, log: log, members: map[string]*member{}, specs: map[string]mcSpec{},
 		placed: map[string]string{}, building: map[string]*sync.Mutex{}}
 }
 
@@ -432,8 +432,8 @@ func (m *member) servesHostedClusters(ctx context.Context) (bool, error) {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return false, fmt.Errorf("decode the discovery of %s: %w", gv, err)
 	}
-	for _, r := range list.APIResources {
-		if r.Name == hostedClustersGVR.Resource {
+	for i := range list.APIResources {
+		if list.APIResources[i].Name == hostedClustersGVR.Resource {
 			return true, nil
 		}
 	}
