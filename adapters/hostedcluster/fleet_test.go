@@ -325,6 +325,12 @@ func TestFleetMemberLifecycle(t *testing.T) {
 	rebuilt, err := f.member(ctx, "mc-a")
 	require.NoError(t, err)
 	require.NotSame(t, first, rebuilt)
+	// A replica that does not reconcile the ManagementCluster reads the rotated file on its probe's tick.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "mc-a"), env.Kubeconfig, 0o600))
+	f.recheck("mc-a")
+	again, err := f.member(ctx, "mc-a")
+	require.NoError(t, err)
+	require.NotSame(t, rebuilt, again)
 
 	// Credentials that go away: reported, and no new member is built from nothing.
 	require.NoError(t, os.Remove(filepath.Join(dir, "mc-a")))

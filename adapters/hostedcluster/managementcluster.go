@@ -45,9 +45,12 @@ func (r *managementClusters) Reconcile(ctx context.Context, obj *adapter.Object)
 	r.fleet.observe(s)
 	obs := mcObservation{}
 	m, err := r.fleet.ensure(ctx, s)
-	if err != nil {
+	switch {
+	case errors.Is(err, errStopping):
+		return adapter.Outcome{}, err
+	case err != nil:
 		obs.credentials = err
-	} else {
+	default:
 		st, flipped := m.probe(ctx)
 		if flipped {
 			r.fleet.wakeClusters(s.name)

@@ -42,6 +42,9 @@ func placement(kinds *api.KindTable) (api.ReportedReference, error) {
 // defaultManagementClusterNamespace is the ManagementCluster's spec.namespace when it names none (the API's default).
 const defaultManagementClusterNamespace = "clusters"
 
+// errStopping is the error of a member asked for while the applier stops.
+var errStopping = errors.New("the applier is stopping")
+
 // fleetAPI is what the fleet reads of hyperfleet-api (adapter.API).
 type fleetAPI interface {
 	FindByName(ctx context.Context, kind *adapter.Kind, parentID, name string) (*adapter.Object, error)
@@ -228,7 +231,7 @@ func (f *fleet) ensure(ctx context.Context, s mcSpec) (*member, error) {
 	closed := f.closed
 	f.mu.Unlock()
 	if closed {
-		return nil, errors.New("the applier is stopping")
+		return nil, errStopping
 	}
 	if old != nil && old.key == key {
 		return old, nil
@@ -238,10 +241,11 @@ func (f *fleet) ensure(ctx context.Context, s mcSpec) (*member, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	if f.closed {
+	_, live := f.specs[s.name]
+	if f.closed || !live { // stopping, or dropped while this one was built
 		f.mu.Unlock()
 		m.close()
-		return nil, errors.New("the applier is stopping")
+		return nil, errStopping
 	}
 	f.members[s.name] = m
 	f.mu.Unlock()
@@ -311,8 +315,31 @@ func (f *fleet) build(ctx context.Context, s mcSpec, kubeconfig []byte, key stri
 		done: make(chan struct{}), timeout: f.cfg.probeFor}
 	kube.run(life)
 	m.probe(life)
-	go m.loop(life, f.cfg.probeEvery, func() { f.wakeClusters(s.name) })
+	go m.loop(life, f.cfg.probeEvery, func(flipped bool) {
+		if flipped {
+			f.wakeClusters(s.name)
+		}
+		// Each replica reads a rotated credentials file itself (the ManagementCluster's reconciles run on one
+		// replica only). A rebuild closes this member, which waits for this loop: so not from within it.
+		go f.recheck(s.name)
+	})
 	return m, nil
+}
+
+// recheck rebuilds the member of the management cluster name if its credentials file changed.
+func (f *fleet) recheck(name string) {
+	f.mu.Lock()
+	s, ok := f.specs[name]
+	closed := f.closed
+	f.mu.Unlock()
+	if !ok || closed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*f.cfg.probeFor)
+	defer cancel()
+	if _, err := f.ensure(ctx, s); err != nil && !errors.Is(err, errStopping) {
+		f.log.Debug("management cluster credentials not re-read", slog.String("management_cluster", name), slog.Any("error", err))
+	}
 }
 
 // wakeClusters queues the clusters known to be on the management cluster name, and the ManagementCluster itself.
@@ -440,9 +467,9 @@ func (m *member) servesHostedClusters(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// loop probes every interval until ctx ends, calling flipped when reachability changes: the member's clusters,
-// which were told it is unreachable (or used it), are looked at again at once.
-func (m *member) loop(ctx context.Context, every time.Duration, flipped func()) {
+// loop probes every interval until ctx ends, calling probed after each probe with whether reachability changed:
+// the member's clusters, which were told it is unreachable (or used it), are then looked at again at once.
+func (m *member) loop(ctx context.Context, every time.Duration, probed func(flipped bool)) {
 	defer close(m.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -452,8 +479,8 @@ func (m *member) loop(ctx context.Context, every time.Duration, flipped func()) 
 			return
 		case <-t.C:
 		}
-		if _, changed := m.probe(ctx); changed && ctx.Err() == nil {
-			flipped()
+		if _, changed := m.probe(ctx); ctx.Err() == nil {
+			probed(changed)
 		}
 	}
 }
