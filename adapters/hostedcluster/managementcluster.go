@@ -52,9 +52,7 @@ func (r *managementClusters) Reconcile(ctx context.Context, obj *adapter.Object)
 		obs.credentials = err
 	default:
 		st, flipped := m.probe(ctx)
-		if flipped {
-			r.fleet.wakeClusters(s.name)
-		}
+		r.fleet.probed(m, flipped)
 		obs.probe = st
 		if st.reachable && st.hyperShift {
 			// A new member's caches list first; the count is read from them, so wait for them a little.

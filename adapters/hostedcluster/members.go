@@ -314,16 +314,32 @@ func (f *fleet) build(ctx context.Context, s mcSpec, kubeconfig []byte, key stri
 	m := &member{name: s.name, key: key, namespace: s.namespace(), kube: kube, probeClient: disco.RESTClient(), stop: stop,
 		done: make(chan struct{}), timeout: f.cfg.probeFor}
 	kube.run(life)
-	m.probe(life)
+	if st, _ := m.probe(life); !st.reachable {
+		f.log.Warn("management cluster unreachable: its clusters report "+ReasonManagementClusterUnreachable+" until it answers",
+			slog.String("management_cluster", s.name), slog.Any("error", st.err))
+	}
 	go m.loop(life, f.cfg.probeEvery, func(flipped bool) {
-		if flipped {
-			f.wakeClusters(s.name)
-		}
+		f.probed(m, flipped)
 		// Each replica reads a rotated credentials file itself (the ManagementCluster's reconciles run on one
 		// replica only). A rebuild closes this member, which waits for this loop: so not from within it.
 		go f.recheck(s.name)
 	})
 	return m, nil
+}
+
+// probed follows a probe of m: when its reachability changed, it says so in the log and wakes its clusters and its
+// ManagementCluster, which report it.
+func (f *fleet) probed(m *member, flipped bool) {
+	if !flipped {
+		return
+	}
+	if st := m.state(); st.reachable {
+		f.log.Info("management cluster reachable again", slog.String("management_cluster", m.name))
+	} else {
+		f.log.Warn("management cluster unreachable: its clusters report "+ReasonManagementClusterUnreachable+" until it answers",
+			slog.String("management_cluster", m.name), slog.Any("error", st.err))
+	}
+	f.wakeClusters(m.name)
 }
 
 // recheck rebuilds the member of the management cluster name if its credentials file changed.
