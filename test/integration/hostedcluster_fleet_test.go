@@ -75,14 +75,8 @@ func startFleetWorld(tb testing.TB) *fleetWorld {
 		raw, err := clientcmd.Write(*kubeconfig)
 		require.NoError(tb, err)
 		require.NoError(tb, os.WriteFile(filepath.Join(w.credentials, name), raw, 0o600))
-		resp, err := s.CreateManagementClusterWithResponse(ctxFor(tb), api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
-			Namespace: &m.namespace, Credentials: api.ManagementClusterCredentials{Kubeconfig: name},
-			Capacity: api.ManagementClusterCapacity{MaxHostedClusters: mcCapacity},
-		}})
-		require.NoError(tb, err)
-		require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
-		m.id = resp.JSON201.Id
 		w.mcs[name] = m
+		w.createManagementCluster(tb, name)
 	}
 	a, err := hostedcluster.NewFleet(runtimeConfig(tb, s, hostedcluster.Name), hostedcluster.Options{
 		PullSecretFile: w.pull, ProgressInterval: time.Second, SyncTimeout: time.Minute, CredentialsDir: w.credentials,
@@ -94,6 +88,24 @@ func startFleetWorld(tb testing.TB) *fleetWorld {
 	stream := createStream(tb, s, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
 	waitForReport(tb, s, *stream, "4.16.2", resolvedTo("4.16.2"))
 	return w
+}
+
+// createManagementCluster creates the ManagementCluster name (its credentials file named after it), with the
+// namespace of the world's member of that name if there is one.
+func (w *fleetWorld) createManagementCluster(tb testing.TB, name string) {
+	tb.Helper()
+	m := w.mcs[name]
+	if m == nil {
+		m = &fleetMember{namespace: "clusters"}
+		w.mcs[name] = m
+	}
+	resp, err := w.api.CreateManagementClusterWithResponse(ctxFor(tb), api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
+		Namespace: &m.namespace, Credentials: api.ManagementClusterCredentials{Kubeconfig: name},
+		Capacity: api.ManagementClusterCapacity{MaxHostedClusters: mcCapacity},
+	}})
+	require.NoError(tb, err)
+	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
+	m.id = resp.JSON201.Id
 }
 
 // placer is the adapter whose report places a cluster, and its data key, as the kind table names them.
@@ -261,6 +273,39 @@ func TestHostedClusterFleetUnreachableManagementCluster(t *testing.T) {
 	waitForApplier(t, w.api, onB, "is Available again once its management cluster answers", func(st *api.AdapterStatus) bool {
 		return availableIs(st, "True")
 	})
+}
+
+// A ManagementCluster whose credentials file is missing or is no kubeconfig is reported so, and so are the clusters
+// placed on it; the applier goes on serving the others.
+func TestHostedClusterFleetManagementClusterWithoutCredentials(t *testing.T) {
+	w := startFleetWorld(t)
+	tests := []struct {
+		mc         string
+		kubeconfig []byte // nil: no file
+		reason     string
+	}{
+		{"no-credentials", nil, hostedcluster.ReasonCredentialsNotFound},
+		{"bad-credentials", []byte("clusters: [not, a, kubeconfig"), hostedcluster.ReasonCredentialsInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mc, func(t *testing.T) {
+			if tt.kubeconfig != nil {
+				require.NoError(t, os.WriteFile(filepath.Join(w.credentials, tt.mc), tt.kubeconfig, 0o600))
+			}
+			w.createManagementCluster(t, tt.mc)
+			eventually(t, tt.mc+" reported "+tt.reason, func() bool {
+				return conditionIs(w.mcReport(t, tt.mc), "Available", "False", tt.reason)
+			})
+			c := createClusterNamed(t, w.api, "on-"+tt.mc, "ocp-4-16", nil)
+			w.place(t, c, tt.mc)
+			waitForApplier(t, w.api, c, "reports "+tt.reason, func(st *api.AdapterStatus) bool {
+				return conditionIs(st, "Available", "False", tt.reason) && st.Data[hostedcluster.DataManagementCluster] == tt.mc
+			})
+		})
+	}
+	served := createClusterNamed(t, w.api, "served", "ocp-4-16", nil)
+	w.place(t, served, mcA)
+	waitForPhase(t, w.api, served, api.ResourceStatusPhaseReady)
 }
 
 // availableIs reports whether the report's Available has that status (its reason is HyperShift's).
