@@ -61,6 +61,11 @@ type Options struct {
 	ControlPlaneMemoryGiB float64
 }
 
+// managementClusterSpecTTL is how long a replica trusts the ManagementCluster spec it read (for a member's
+// credentials name and namespace) before a probe tick reads it again: a replica that does not reconcile the
+// ManagementCluster (another shard's) learns of a changed or deleted one within it, at one read a minute each.
+const managementClusterSpecTTL = time.Minute
+
 // Defaults of the many-management-clusters mode.
 const (
 	DefaultKubeQPS       = 20
@@ -185,6 +190,7 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	f := newFleet(fleetConfig{
 		placer: placer, dir: o.CredentialsDir, qps: o.KubeQPS, burst: o.KubeBurst,
 		probeEvery: orDefault(o.ProbeInterval, DefaultProbeInterval), probeFor: orDefault(o.ProbeTimeout, DefaultProbeTimeout),
+		specTTL:   managementClusterSpecTTL,
 		transport: func(rt http.RoundTripper) http.RoundTripper { return runner.ExternalTransport("kubernetes", rt) },
 		wake:      runner.Wake,
 	}, runner.API(), log)

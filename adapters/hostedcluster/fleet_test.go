@@ -294,9 +294,10 @@ func TestFleetMemberLifecycle(t *testing.T) {
 
 	mc := &adapter.Object{ID: "0193a4c4-0000-7000-8000-00000000000a", Name: "mc-a",
 		Spec: []byte(`{"namespace":"` + ns + `","credentials":{"kubeconfig":"mc-a"},"capacity":{"max_hosted_clusters":4}}`)}
+	fake := &fakeAPI{mcs: map[string]*adapter.Object{"mc-a": mc}}
 	f := newFleet(fleetConfig{placer: placerRef(t), dir: dir, qps: 20, burst: 30, probeEvery: time.Hour, probeFor: 10 * time.Second,
 		transport: func(rt http.RoundTripper) http.RoundTripper { return rt },
-		wake:      func(*adapter.Kind, string, string) bool { return true }}, &fakeAPI{mcs: map[string]*adapter.Object{"mc-a": mc}}, discard())
+		wake:      func(*adapter.Kind, string, string) bool { return true }, specTTL: time.Hour}, fake, discard())
 	defer f.close()
 	rec := &managementClusters{fleet: f, resync: time.Minute, perControlPlane: capacityShare{vcpu: 5, memoryGiB: 18}}
 
@@ -331,6 +332,20 @@ func TestFleetMemberLifecycle(t *testing.T) {
 	again, err := f.member(ctx, "mc-a")
 	require.NoError(t, err)
 	require.NotSame(t, rebuilt, again)
+
+	// A replica that does not reconcile the ManagementCluster learns on a probe tick, once its spec is old, that
+	// it is gone.
+	f.cfg.specTTL = 0
+	fake.mu.Lock()
+	delete(fake.mcs, "mc-a")
+	fake.mu.Unlock()
+	f.recheck("mc-a")
+	f.mu.Lock()
+	require.Empty(t, f.members)
+	f.mu.Unlock()
+	fake.mu.Lock()
+	fake.mcs["mc-a"] = mc
+	fake.mu.Unlock()
 
 	// Credentials that go away: reported, and no new member is built from nothing.
 	require.NoError(t, os.Remove(filepath.Join(dir, "mc-a")))

@@ -60,6 +60,8 @@ type fleetConfig struct {
 	burst      int
 	probeEvery time.Duration
 	probeFor   time.Duration // each probe's timeout
+	// specTTL is how old a ManagementCluster's spec may get before a probe tick reads it again.
+	specTTL time.Duration
 	// transport wraps each member's transport (the runner's ExternalTransport, counting calls).
 	transport func(http.RoundTripper) http.RoundTripper
 	// wake queues a resource for a reconcile now (the runner's Wake).
@@ -71,6 +73,7 @@ type mcSpec struct {
 	id   string
 	name string
 	spec api.ManagementClusterSpec
+	seen time.Time // when it was read
 }
 
 func (s mcSpec) namespace() string {
@@ -203,6 +206,7 @@ func mcSpecOf(obj *adapter.Object) (mcSpec, error) {
 func (f *fleet) observe(s mcSpec) mcSpec {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	s.seen = time.Now()
 	f.specs[s.name] = s
 	return s
 }
@@ -342,7 +346,9 @@ func (f *fleet) probed(m *member, flipped bool) {
 	f.wakeClusters(m.name)
 }
 
-// recheck rebuilds the member of the management cluster name if its credentials file changed.
+// recheck rebuilds the member of the management cluster name if its credentials file or its spec changed, and
+// drops it when the ManagementCluster is gone. The ManagementCluster's own reconciles do the same, but they run on
+// one replica only, and every replica has members.
 func (f *fleet) recheck(name string) {
 	f.mu.Lock()
 	s, ok := f.specs[name]
@@ -353,6 +359,21 @@ func (f *fleet) recheck(name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*f.cfg.probeFor)
 	defer cancel()
+	if time.Since(s.seen) > f.cfg.specTTL {
+		obj, err := f.api.FindByName(ctx, api.Kinds().ManagementCluster, "", name)
+		switch {
+		case errors.Is(err, adapter.ErrNotFound):
+			f.log.Info("management cluster gone: its client dropped", slog.String("management_cluster", name))
+			f.drop(name)
+			return
+		case err != nil:
+			f.log.Debug("management cluster not read again", slog.String("management_cluster", name), slog.Any("error", err))
+		default:
+			if fresh, err := mcSpecOf(obj); err == nil {
+				s = f.observe(fresh)
+			}
+		}
+	}
 	if _, err := f.ensure(ctx, s); err != nil && !errors.Is(err, errStopping) {
 		f.log.Debug("management cluster credentials not re-read", slog.String("management_cluster", name), slog.Any("error", err))
 	}
