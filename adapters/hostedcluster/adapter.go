@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
@@ -35,12 +36,51 @@ type Options struct {
 	// the default (DefaultReapplyRate, DefaultReapplyBurst).
 	ReapplyRate  float64
 	ReapplyBurst int
+
+	// CredentialsDir holds a kubeconfig file per management cluster, named by each ManagementCluster's
+	// spec.credentials.kubeconfig: set, the applier serves every ManagementCluster (NewFleet) and Namespace is
+	// unused (each names its own).
+	CredentialsDir string
+	// KubeQPS and KubeBurst are each management cluster client's rate budget; zero keeps client-go's default.
+	KubeQPS   float32
+	KubeBurst int
+	// ProbeInterval is how often each management cluster is probed (its version and HyperShift's API), and
+	// ProbeTimeout how long a probe may take; a management cluster that fails it is not used until one succeeds.
+	// Zero is DefaultProbeInterval, DefaultProbeTimeout.
+	ProbeInterval time.Duration
+	ProbeTimeout  time.Duration
+	// PlacementRetry is how soon a cluster the placer has not placed yet is looked at again; zero is
+	// DefaultPlacementRetry.
+	PlacementRetry time.Duration
+	// ManagementClusterResync is how often each ManagementCluster is reported on; zero is
+	// DefaultManagementClusterResync.
+	ManagementClusterResync time.Duration
+	// ControlPlaneVCPU and ControlPlaneMemoryGiB are what each hosted cluster counts against a ManagementCluster's
+	// vCPU and memory budgets in its capacity_used (the placer's flags of the same names); zero is the default.
+	ControlPlaneVCPU      float64
+	ControlPlaneMemoryGiB float64
 }
+
+// managementClusterSpecTTL is how long a replica trusts the ManagementCluster spec it read (for a member's
+// credentials name and namespace) before a probe tick reads it again: a replica that does not reconcile the
+// ManagementCluster (another shard's) learns of a changed or deleted one within it, at one read a minute each.
+const managementClusterSpecTTL = time.Minute
+
+// Defaults of the many-management-clusters mode.
+const (
+	DefaultKubeQPS       = 20
+	DefaultKubeBurst     = 30
+	DefaultProbeInterval = 5 * time.Second
+	DefaultProbeTimeout  = 3 * time.Second
+)
 
 // DefaultOptions are the applier's defaults: HyperShift's conventional "clusters" namespace.
 func DefaultOptions() Options {
 	return Options{Namespace: "clusters", ProgressInterval: DefaultProgressInterval, SyncTimeout: 2 * time.Minute,
-		ReapplyRate: DefaultReapplyRate, ReapplyBurst: DefaultReapplyBurst}
+		ReapplyRate: DefaultReapplyRate, ReapplyBurst: DefaultReapplyBurst, KubeQPS: DefaultKubeQPS, KubeBurst: DefaultKubeBurst,
+		ProbeInterval: DefaultProbeInterval, ProbeTimeout: DefaultProbeTimeout, PlacementRetry: DefaultPlacementRetry,
+		ManagementClusterResync: DefaultManagementClusterResync, ControlPlaneVCPU: DefaultControlPlaneVCPU,
+		ControlPlaneMemoryGiB: DefaultControlPlaneMemoryGiB}
 }
 
 // DefaultResyncAfter is how often a settled cluster is looked at again: its HostedCluster is read from the watch
@@ -55,14 +95,27 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "longest the first listing of the management cluster may take")
 	fs.Float64Var(&o.ReapplyRate, "reapply-rate", o.ReapplyRate, "clusters a second re-applied when the applier's own output changes from an unchanged spec (new version, pull secret, default); spec changes are not paced")
 	fs.IntVar(&o.ReapplyBurst, "reapply-burst", o.ReapplyBurst, "clusters re-applied at once before --reapply-rate paces them")
+	fs.StringVar(&o.CredentialsDir, "management-cluster-credentials", o.CredentialsDir, "directory of kubeconfig files, one per ManagementCluster (named by its spec.credentials.kubeconfig): serve them all, each cluster on the one the cluster-placer chose (instead of --kubeconfig)")
+	fs.Float32Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "requests a second of each management cluster's client (0: client-go's default)")
+	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "burst of each management cluster's client")
+	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "how often each management cluster is probed; one that does not answer is not used, and its clusters report ManagementClusterUnreachable")
+	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "longest a management cluster's probe may take")
+	fs.DurationVar(&o.PlacementRetry, "placement-retry", o.PlacementRetry, "how soon a cluster the cluster-placer has not placed yet is looked at again")
+	fs.DurationVar(&o.ManagementClusterResync, "management-cluster-resync", o.ManagementClusterResync, "how often each ManagementCluster's reachability and hosted clusters are reported")
+	fs.Float64Var(&o.ControlPlaneVCPU, "control-plane-vcpu", o.ControlPlaneVCPU, "vCPU each hosted cluster counts against a ManagementCluster's vCPU budget in its capacity_used (as the placer's)")
+	fs.Float64Var(&o.ControlPlaneMemoryGiB, "control-plane-memory-gib", o.ControlPlaneMemoryGiB, "memory (GiB) each hosted cluster counts against a ManagementCluster's memory budget in its capacity_used (as the placer's)")
 }
 
 // Adapter is the applier on the shared runtime.
 type Adapter struct {
 	*adapter.Runner
 	reconciler *Reconciler
-	kube       *kubeCluster
-	syncWait   time.Duration
+	// kube is the one management cluster of New; nil for NewFleet's.
+	kube     *kubeCluster
+	syncWait time.Duration
+	// fleet and managementClusters are NewFleet's management clusters and their reconciler; nil for New's.
+	fleet              *fleet
+	managementClusters *managementClusters
 }
 
 // New wires the applier to the management cluster that kube reaches: its watch caches, whose events wake the
@@ -72,32 +125,15 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if o.Namespace == "" {
 		return nil, errors.New("--namespace is required")
 	}
-	if o.ProgressInterval <= 0 || o.SyncTimeout <= 0 {
-		return nil, errors.New("--progress-interval and --sync-timeout must be positive")
-	}
-	pull, err := newPullSecretFile(o.PullSecretFile)
-	if err != nil {
-		return nil, err
-	}
-	if o.ReapplyRate == 0 {
-		o.ReapplyRate = DefaultReapplyRate
-	}
-	if o.ReapplyBurst == 0 {
-		o.ReapplyBurst = DefaultReapplyBurst
-	}
-	pacer, err := NewPacer(o.ReapplyRate, o.ReapplyBurst)
-	if err != nil {
-		return nil, err
-	}
-	if rt.ResyncAfter == 0 {
-		rt.ResyncAfter = DefaultResyncAfter
-	}
-	runner, err := adapter.New(rt, log)
+	runner, rec, err := newBase(rt, &o, log)
 	if err != nil {
 		return nil, err
 	}
 	cfg := rest.CopyConfig(kube)
 	cfg.UserAgent = "hyperfleet-" + Name
+	if o.KubeQPS > 0 {
+		cfg.QPS, cfg.Burst = o.KubeQPS, o.KubeBurst
+	}
 	// Calls are counted on top of whatever the given config already wraps its transport with.
 	wrapped := cfg.WrapTransport
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -115,21 +151,100 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if err != nil {
 		return nil, err
 	}
-	rec := &Reconciler{Cluster: mgmt, Namespace: o.Namespace, PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
-		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
+	rec.Cluster, rec.Namespace = mgmt, o.Namespace
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
 	return &Adapter{Runner: runner, reconciler: rec, kube: mgmt, syncWait: o.SyncTimeout}, nil
 }
 
-// Run lists the management cluster's HostedClusters and Secrets, then applies clusters until ctx ends (see
-// adapter.Runner.Run).
-func (a *Adapter) Run(ctx context.Context) error {
-	if err := a.kube.start(ctx, a.syncWait); err != nil {
-		return err
+// NewFleet wires the applier to every ManagementCluster (o.CredentialsDir is required): each cluster is applied on
+// the management cluster the cluster-placer's report names, through a member built from the kubeconfig in
+// o.CredentialsDir that its ManagementCluster names, when first needed. A second controller reconciles the
+// ManagementClusters: it rebuilds a member whose credentials or namespace changed, drops the member of one being
+// deleted, and reports each one's reachability and capacity.
+func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
+	if o.CredentialsDir == "" {
+		return nil, errors.New("--management-cluster-credentials is required")
 	}
-	return a.Runner.Run(ctx, adapter.Controller{
+	info, err := os.Stat(o.CredentialsDir)
+	if err != nil {
+		return nil, fmt.Errorf("--management-cluster-credentials: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("--management-cluster-credentials %s is not a directory", o.CredentialsDir)
+	}
+	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.PlacementRetry < 0 || o.ManagementClusterResync < 0 || o.KubeQPS < 0 || o.KubeBurst < 0 ||
+		o.ControlPlaneVCPU < 0 || o.ControlPlaneMemoryGiB < 0 {
+		return nil, errors.New("--probe-interval, --probe-timeout, --placement-retry, --management-cluster-resync, --kube-qps, --kube-burst, " +
+			"--control-plane-vcpu and --control-plane-memory-gib must not be negative")
+	}
+	placer, err := placement(api.Kinds())
+	if err != nil {
+		return nil, err
+	}
+	runner, rec, err := newBase(rt, &o, log)
+	if err != nil {
+		return nil, err
+	}
+	f := newFleet(fleetConfig{
+		placer: placer, dir: o.CredentialsDir, qps: o.KubeQPS, burst: o.KubeBurst,
+		probeEvery: orDefault(o.ProbeInterval, DefaultProbeInterval), probeFor: orDefault(o.ProbeTimeout, DefaultProbeTimeout),
+		specTTL:   managementClusterSpecTTL,
+		transport: func(rt http.RoundTripper) http.RoundTripper { return runner.ExternalTransport("kubernetes", rt) },
+		wake:      runner.Wake,
+	}, runner.API(), log)
+	rec.Placements, rec.PlacementRetry = f, o.PlacementRetry
+	if err := rec.Check(); err != nil {
+		return nil, err
+	}
+	mcs := &managementClusters{fleet: f, resync: orDefault(o.ManagementClusterResync, DefaultManagementClusterResync),
+		perControlPlane: capacityShare{vcpu: orDefault(o.ControlPlaneVCPU, DefaultControlPlaneVCPU),
+			memoryGiB: orDefault(o.ControlPlaneMemoryGiB, DefaultControlPlaneMemoryGiB)}}
+	return &Adapter{Runner: runner, reconciler: rec, fleet: f, managementClusters: mcs, syncWait: o.SyncTimeout}, nil
+}
+
+// newBase checks the options both modes share and builds the runner and the reconciler without its management
+// clusters.
+func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, *Reconciler, error) {
+	if o.ProgressInterval <= 0 || o.SyncTimeout <= 0 {
+		return nil, nil, errors.New("--progress-interval and --sync-timeout must be positive")
+	}
+	pull, err := newPullSecretFile(o.PullSecretFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.ReapplyRate = orDefault(o.ReapplyRate, DefaultReapplyRate)
+	o.ReapplyBurst = orDefault(o.ReapplyBurst, DefaultReapplyBurst)
+	pacer, err := NewPacer(o.ReapplyRate, o.ReapplyBurst)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rt.ResyncAfter == 0 {
+		rt.ResyncAfter = DefaultResyncAfter
+	}
+	runner, err := adapter.New(rt, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
+		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
+	return runner, rec, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Run lists the management cluster's HostedClusters and Secrets (New), then applies clusters until ctx ends (see
+// adapter.Runner.Run); NewFleet's applier also reconciles the ManagementClusters, and stops every member's caches
+// when it returns.
+func (a *Adapter) Run(ctx context.Context) error {
+	controllers := []adapter.Controller{{
 		Kind:       adapter.Clusters(),
 		Reconciler: a.reconciler,
 		Dependents: []adapter.Dependents{
@@ -137,7 +252,17 @@ func (a *Adapter) Run(ctx context.Context) error {
 				DataKeys: rollout.DataKeys(), Affected: rollout.AffectedData},
 			{Kind: adapter.UpgradeSchedules(), Field: "upgrade_schedule"},
 		},
-	})
+	}}
+	if a.kube != nil {
+		if err := a.kube.start(ctx, a.syncWait); err != nil {
+			return err
+		}
+	}
+	if a.fleet != nil {
+		defer a.fleet.close()
+		controllers = append(controllers, adapter.Controller{Kind: api.Kinds().ManagementCluster, Reconciler: a.managementClusters})
+	}
+	return a.Runner.Run(ctx, controllers...)
 }
 
 // pullSecretFile is the pull secret, read again when the file changes (a mounted Secret is updated in place).

@@ -10,7 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -36,6 +38,8 @@ type kubeCluster struct {
 	factories []dynamicinformer.DynamicSharedInformerFactory
 	hcs       cache.GenericLister
 	secrets   cache.GenericLister
+	// hasSynced are the informers' HasSynced: true once each has listed the namespace.
+	hasSynced []cache.InformerSynced
 	log       *slog.Logger
 }
 
@@ -70,15 +74,48 @@ func newKubeCluster(client dynamic.Interface, namespace string, onChange func(cl
 		return nil, fmt.Errorf("watch HostedClusters: %w", err)
 	}
 	k.factories = []dynamicinformer.DynamicSharedInformerFactory{factory, secrets}
+	k.hasSynced = []cache.InformerSynced{hcInformer.Informer().HasSynced, secretInformer.Informer().HasSynced}
 	return k, nil
+}
+
+// run starts the watches, which run until ctx ends, without waiting for them to list: until they have, reads are
+// answered by the management cluster itself (see get).
+func (k *kubeCluster) run(ctx context.Context) {
+	for _, f := range k.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// shutdown waits for the watches' goroutines to end; call it after the context given to run has ended.
+func (k *kubeCluster) shutdown() {
+	for _, f := range k.factories {
+		f.Shutdown()
+	}
+}
+
+// waitSynced waits until both caches have listed the namespace, or ctx ends; it reports whether they have.
+func (k *kubeCluster) waitSynced(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), k.hasSynced...)
+}
+
+// hosted counts the HostedClusters in the cache that carry the applier's cluster-id label: the clusters it hosts
+// there for HyperFleet (an object of someone else's is no slot the placer gave out).
+func (k *kubeCluster) hosted() (int, error) {
+	owned, err := labels.NewRequirement(LabelClusterID, selection.Exists, nil)
+	if err != nil {
+		return 0, fmt.Errorf("label selector: %w", err)
+	}
+	objs, err := k.hcs.ByNamespace(k.namespace).List(labels.NewSelector().Add(*owned))
+	if err != nil {
+		return 0, fmt.Errorf("list HostedClusters in %s: %w", k.namespace, err)
+	}
+	return len(objs), nil
 }
 
 // start starts the watches, which run until ctx ends, and waits up to timeout until the caches hold the
 // namespace's objects.
 func (k *kubeCluster) start(ctx context.Context, timeout time.Duration) error {
-	for _, f := range k.factories {
-		f.Start(ctx.Done())
-	}
+	k.run(ctx)
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, f := range k.factories {

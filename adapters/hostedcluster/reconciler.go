@@ -36,6 +36,45 @@ type ManagementCluster interface {
 	Delete(ctx context.Context, kind, name string) error
 }
 
+// Placement is the management cluster a cluster's HostedCluster lives on.
+type Placement struct {
+	// Name is the ManagementCluster's name; empty for the one management cluster of an applier given --kubeconfig.
+	Name string
+	// Namespace holds the HostedCluster and its Secrets there.
+	Namespace string
+	// Cluster reaches it.
+	Cluster ManagementCluster
+}
+
+// Placements tells the reconciler where each cluster goes.
+type Placements interface {
+	// Place returns the management cluster obj's HostedCluster lives on. The error matches ErrNotPlaced when none
+	// has been chosen for it yet, ErrManagementClusterUnreachable when the chosen one cannot be reached now (with
+	// the cause), and ErrManagementClusterNotFound, ErrCredentialsNotFound or ErrCredentialsInvalid when it cannot
+	// be used at all; the returned Placement's Name is set whenever the choice is known, error or not.
+	Place(ctx context.Context, obj *adapter.Object) (Placement, error)
+	// Forget is told that the cluster clusterID is finalized, so that what was kept about it can go.
+	Forget(clusterID string)
+}
+
+// Errors of Placements.Place; the reconciler turns each into a reason (placementReason).
+var (
+	ErrNotPlaced                    = errors.New("the cluster-placer has not placed the cluster on a management cluster yet")
+	ErrManagementClusterUnreachable = errors.New("management cluster unreachable")
+	ErrManagementClusterNotFound    = errors.New("management cluster not found")
+	ErrCredentialsNotFound          = errors.New("management cluster credentials not found")
+	ErrCredentialsInvalid           = errors.New("management cluster credentials invalid")
+)
+
+// fixedPlacement is the applier's one management cluster, given --kubeconfig: every cluster goes there, and no
+// placement is read.
+type fixedPlacement struct{ placement Placement }
+
+func (f fixedPlacement) Place(context.Context, *adapter.Object) (Placement, error) {
+	return f.placement, nil
+}
+func (fixedPlacement) Forget(string) {}
+
 // References reads what a cluster names.
 type References interface {
 	// Stream returns the rollout of the VersionStream named name (the version resolver's report and the stream's
@@ -45,9 +84,10 @@ type References interface {
 	Schedule(ctx context.Context, name string) (*schedule.Schedule, error)
 }
 
-// Reconciler applies HostedClusters. Cluster, References and PullSecret are required; Check says which is
-// missing.
+// Reconciler applies HostedClusters. References and PullSecret are required, and either Placements or Cluster
+// and Namespace; Check says which is missing.
 type Reconciler struct {
+	// Cluster and Namespace are the one management cluster every cluster goes to when Placements is nil.
 	Cluster    ManagementCluster
 	References References
 	// PullSecret returns the pull secret to write into each cluster's pull-secret Secret.
@@ -61,7 +101,16 @@ type Reconciler struct {
 	Now func() time.Time
 	// Pacer paces the re-applies no spec change asked for (see reapplyIsPaced); nil applies them at once.
 	Pacer *Pacer
+	// Placements says which management cluster each cluster goes to (the applier given many); nil sends every
+	// cluster to Cluster, in Namespace.
+	Placements Placements
+	// PlacementRetry is how soon a cluster not placed yet is looked at again; zero is DefaultPlacementRetry.
+	PlacementRetry time.Duration
 }
+
+// DefaultPlacementRetry is how often the applier looks again at a cluster the placer has not placed yet: the
+// placer tries every few seconds, and its report wakes nothing in the applier.
+const DefaultPlacementRetry = 2 * time.Second
 
 // DefaultProgressInterval is the safety net behind the watch while HyperShift works on a cluster.
 const DefaultProgressInterval = 30 * time.Second
@@ -71,13 +120,13 @@ var _ adapter.Reconciler = (*Reconciler)(nil)
 // Check returns an error naming a required dependency that is missing; call it before running.
 func (r *Reconciler) Check() error {
 	switch {
-	case r.Cluster == nil:
+	case r.Placements == nil && r.Cluster == nil:
 		return errors.New("hostedcluster applier: no management cluster")
 	case r.References == nil:
 		return errors.New("hostedcluster applier: no reader of version streams and schedules")
 	case r.PullSecret == nil:
 		return errors.New("hostedcluster applier: no pull secret")
-	case r.Namespace == "":
+	case r.Placements == nil && r.Namespace == "":
 		return errors.New("hostedcluster applier: no namespace")
 	}
 	return nil
@@ -88,6 +137,20 @@ func (r *Reconciler) now() time.Time {
 		return time.Now()
 	}
 	return r.Now()
+}
+
+func (r *Reconciler) placements() Placements {
+	if r.Placements == nil {
+		return fixedPlacement{Placement{Namespace: r.Namespace, Cluster: r.Cluster}}
+	}
+	return r.Placements
+}
+
+func (r *Reconciler) placementRetry() time.Duration {
+	if r.PlacementRetry <= 0 {
+		return DefaultPlacementRetry
+	}
+	return r.PlacementRetry
 }
 
 func (r *Reconciler) progressInterval() time.Duration {
@@ -121,11 +184,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 			return adapter.Outcome{}, err
 		}
 	}
-	live, err := r.Cluster.HostedCluster(ctx, obj.Name)
+	p, err := r.placements().Place(ctx, obj)
+	if err != nil {
+		return r.unplaced(p, err)
+	}
+	out, err := r.apply(ctx, obj, &spec, p, stream, sched)
+	if p.Name != "" {
+		if out.Data == nil {
+			out.Data = map[string]any{}
+		}
+		out.Data[DataManagementCluster] = p.Name
+	}
+	return out, err
+}
+
+// apply is Reconcile on the management cluster p: it applies what the plan says and reports what HyperShift says.
+func (r *Reconciler) apply(ctx context.Context, obj *adapter.Object, spec *api.ClusterSpec, p Placement, stream StreamRollout,
+	sched *schedule.Schedule,
+) (adapter.Outcome, error) {
+	live, err := p.Cluster.HostedCluster(ctx, obj.Name)
 	if err != nil {
 		return adapter.Outcome{}, kubeError(err)
 	}
-	if err := r.checkOwner(live, obj); err != nil {
+	if err := checkOwner(p, live, obj); err != nil {
 		return failed(ReasonHostedClusterConflict, err), err
 	}
 	current := observe(live)
@@ -141,16 +222,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 		hostedCluster = &api.HostedClusterSpec{}
 	}
 	roll, version := plan.Roll, plan.Version
-	desired, err := Build(&Desired{ClusterID: obj.ID, Name: obj.Name, Namespace: r.Namespace, Generation: obj.Generation,
+	desired, err := Build(&Desired{ClusterID: obj.ID, Name: obj.Name, Namespace: p.Namespace, Generation: obj.Generation,
 		Spec: *hostedCluster, ReleaseImage: roll.Image, ReleaseVersion: version, PullSecret: pull})
 	if err != nil {
 		return adapter.Outcome{}, adapter.Terminal(ReasonInvalidSpec, err)
 	}
-	changes, err := r.changes(ctx, desired, live)
+	changes, err := changes(ctx, p, desired, live)
 	if err != nil {
 		return failed(adapter.ErrorReason(err), err), err
 	}
-	ref := r.Namespace + "/" + obj.Name
+	ref := p.Namespace + "/" + obj.Name
 	if r.Pacer != nil {
 		if len(changes) > 0 && reapplyIsPaced(live, desired.HostedCluster, roll, obj.Generation) {
 			if wait := r.Pacer.Admit(obj.ID, now); wait > 0 {
@@ -165,7 +246,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	applied := live
 	for _, change := range changes {
-		stored, err := r.Cluster.Apply(ctx, change)
+		stored, err := p.Cluster.Apply(ctx, change)
 		if err != nil {
 			err = kubeError(err)
 			return failed(adapter.ErrorReason(err), err), err
@@ -210,16 +291,16 @@ func planFor(stream StreamRollout, c rollout.Cluster, live *unstructured.Unstruc
 
 // changes returns, in the order to apply them (the Secrets first, since the HostedCluster names them), the objects
 // whose applied-hash differs from what was last applied: the others need no write.
-func (r *Reconciler) changes(ctx context.Context, desired *Objects, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func changes(ctx context.Context, p Placement, desired *Objects, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, secret := range desired.Secrets {
-		current, err := r.Cluster.Secret(ctx, secret.GetName())
+		current, err := p.Cluster.Secret(ctx, secret.GetName())
 		if err != nil {
 			return nil, kubeError(err)
 		}
 		if current != nil && current.GetLabels()[LabelClusterID] != secret.GetLabels()[LabelClusterID] {
 			return nil, adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("secret %s/%s exists and is not this cluster's (label %s=%q): "+
-				"left alone", r.Namespace, secret.GetName(), LabelClusterID, current.GetLabels()[LabelClusterID]))
+				"left alone", p.Namespace, secret.GetName(), LabelClusterID, current.GetLabels()[LabelClusterID]))
 		}
 		if !sameHash(current, secret) {
 			out = append(out, secret)
@@ -260,13 +341,13 @@ func sameHash(live, desired *unstructured.Unstructured) bool {
 // checkOwner refuses to touch a HostedCluster that is not this cluster's: one labelled with another cluster's id,
 // or with none (made by someone else). Such an object may go away (a cluster of that name being deleted), so it is
 // retried with backoff rather than given up on.
-func (r *Reconciler) checkOwner(live *unstructured.Unstructured, obj *adapter.Object) error {
+func checkOwner(p Placement, live *unstructured.Unstructured, obj *adapter.Object) error {
 	if live == nil {
 		return nil
 	}
 	if owner := live.GetLabels()[LabelClusterID]; owner != obj.ID {
 		return adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("HostedCluster %s/%s exists and is not this cluster's "+
-			"(label %s=%q, this cluster is %s): left alone", r.Namespace, obj.Name, LabelClusterID, owner, obj.ID))
+			"(label %s=%q, this cluster is %s): left alone", p.Namespace, obj.Name, LabelClusterID, owner, obj.ID))
 	}
 	return nil
 }
@@ -275,17 +356,42 @@ func (r *Reconciler) checkOwner(live *unstructured.Unstructured, obj *adapter.Ob
 // gone (HyperShift's finalizer has run).
 func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
 	r.Pacer.Forget(obj.ID) // a cluster being deleted has no re-apply to wait for
-	live, err := r.Cluster.HostedCluster(ctx, obj.Name)
+	p, err := r.placements().Place(ctx, obj)
+	if errors.Is(err, ErrNotPlaced) {
+		// The applier writes only where the placer placed (and its own report would name that): never placed,
+		// nothing was written.
+		return adapter.Outcome{Available: conditions.Reported{Status: conditions.False, Reason: ReasonDeleted,
+			Message: "never placed on a management cluster: nothing to delete"}, Finalized: true}, nil
+	}
+	if err != nil {
+		return r.unplaced(p, err)
+	}
+	out, err := r.remove(ctx, obj, p)
+	if out.Finalized {
+		r.placements().Forget(obj.ID)
+	}
+	if p.Name != "" && !out.Finalized {
+		if out.Data == nil {
+			out.Data = map[string]any{}
+		}
+		out.Data[DataManagementCluster] = p.Name
+	}
+	return out, err
+}
+
+// remove is Finalize on the management cluster p.
+func (r *Reconciler) remove(ctx context.Context, obj *adapter.Object, p Placement) (adapter.Outcome, error) {
+	live, err := p.Cluster.HostedCluster(ctx, obj.Name)
 	if err != nil {
 		return adapter.Outcome{}, kubeError(err)
 	}
-	ref := r.Namespace + "/" + obj.Name
+	ref := p.Namespace + "/" + obj.Name
 	if live != nil && live.GetLabels()[LabelClusterID] != obj.ID {
 		live = nil // someone else's: not ours to delete
 	}
 	if live != nil {
 		if live.GetDeletionTimestamp() == nil {
-			if err := r.Cluster.Delete(ctx, "HostedCluster", obj.Name); err != nil {
+			if err := p.Cluster.Delete(ctx, "HostedCluster", obj.Name); err != nil {
 				return adapter.Outcome{}, kubeError(err)
 			}
 		}
@@ -301,12 +407,12 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter
 		pullSecret = (&Desired{Name: obj.Name, Spec: *spec.HostedCluster}).PullSecretName()
 	}
 	for _, name := range []string{pullSecret, obj.Name + "-ssh-key"} {
-		secret, err := r.Cluster.Secret(ctx, name)
+		secret, err := p.Cluster.Secret(ctx, name)
 		if err != nil {
 			return adapter.Outcome{}, kubeError(err)
 		}
 		if secret != nil && secret.GetLabels()[LabelClusterID] == obj.ID {
-			if err := r.Cluster.Delete(ctx, "Secret", name); err != nil {
+			if err := p.Cluster.Delete(ctx, "Secret", name); err != nil {
 				return adapter.Outcome{}, kubeError(err)
 			}
 		}
@@ -315,6 +421,18 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter
 		Available: conditions.Reported{Status: conditions.False, Reason: ReasonDeleted, Message: ref + " is gone"},
 		Finalized: true,
 	}, nil
+}
+
+// unplaced is the outcome of a cluster whose management cluster cannot be used (see placementOutcome): not placed
+// yet is no error, only a wait; the others are retried with backoff, and a member that becomes reachable again
+// wakes its clusters at once.
+func (r *Reconciler) unplaced(p Placement, err error) (adapter.Outcome, error) {
+	out := placementOutcome(p.Name, err)
+	if errors.Is(err, ErrNotPlaced) {
+		out.RequeueAfter = r.placementRetry()
+		return out, nil
+	}
+	return out, adapter.Transient(out.Available.Reason, err)
 }
 
 // failed is the outcome of a reconcile that could not apply: Available False with the reason.

@@ -52,6 +52,36 @@ const (
 	ReasonDeleted                 = "Deleted"
 	ReasonReapplyPaced            = "ReapplyPaced" // the applier's own change waits for the pacer
 	ReasonApplied                 = "Applied"      // what the applier builds is applied
+	// ReasonWaitingForPlacement: the cluster-placer has not placed the cluster on a management cluster yet.
+	ReasonWaitingForPlacement = "WaitingForPlacement"
+	// ReasonManagementClusterUnreachable (Available Unknown): the cluster's management cluster does not answer;
+	// what HyperShift does there cannot be seen.
+	ReasonManagementClusterUnreachable = "ManagementClusterUnreachable"
+	// ReasonManagementClusterNotFound: the placement names a ManagementCluster the API does not have.
+	ReasonManagementClusterNotFound = "ManagementClusterNotFound"
+)
+
+// Condition types of the applier's report on a ManagementCluster, besides Available (True with the message
+// "<hosted>/<max> hosted clusters").
+const (
+	// ConditionReachable says whether its kube-apiserver answers.
+	ConditionReachable = "Reachable"
+	// ConditionHyperShiftInstalled says whether it serves HyperShift's HostedCluster (hypershift.openshift.io/v1beta1).
+	ConditionHyperShiftInstalled = "HyperShiftInstalled"
+)
+
+// Reasons of the applier's report on a ManagementCluster. CredentialsNotFound, CredentialsInvalid, Unreachable and
+// HyperShiftNotInstalled are also Available's reasons when it is False; a cluster on such a management cluster
+// reports ManagementClusterUnreachable, CredentialsNotFound or CredentialsInvalid.
+const (
+	ReasonServing                = "Serving"             // Available True: it takes HostedClusters
+	ReasonReachable              = "Reachable"           // Reachable True
+	ReasonUnreachable            = "Unreachable"         // Reachable False: its kube-apiserver did not answer
+	ReasonCredentialsNotFound    = "CredentialsNotFound" // no file of that name in --management-cluster-credentials
+	ReasonCredentialsInvalid     = "CredentialsInvalid"  // the file is no kubeconfig the applier can use
+	ReasonHyperShiftInstalled    = "HostedClusterServed" // HyperShiftInstalled True
+	ReasonHyperShiftNotInstalled = "HyperShiftNotInstalled"
+	ReasonSyncing                = "Syncing" // reachable, but the watch of its HostedClusters has not listed them yet
 )
 
 // Keys of the report's data.
@@ -66,9 +96,19 @@ const (
 	DataKubeconfigSecret    = "kubeconfig_secret"     //nolint:gosec // the name of a Secret, not a credential
 	DataNextUpgradeWindow   = "next_upgrade_window"   // RFC 3339, while an upgrade waits for the schedule
 	DataTargetVersion       = "target_version"        // the stream's target version
+	DataManagementCluster   = "management_cluster"    // the ManagementCluster's name, when the applier serves many
 	// DataHeldReason says in one word why the cluster is not moving to the target: a rollout.Blocked* or Held*
 	// reason, or OutsideUpgradeWindow; empty when nothing holds it.
 	DataHeldReason = "held_reason"
+)
+
+// Keys of the data of the applier's report on a ManagementCluster.
+const (
+	DataHostedClusters    = "hosted_clusters"     // HostedClusters with the applier's cluster-id label on it
+	DataMaxHostedClusters = "max_hosted_clusters" // spec.capacity.max_hosted_clusters
+	// DataCapacityUsed is 0–1: the share of its fullest budget (hosted clusters, and vCPU and memory when given).
+	DataCapacityUsed      = "capacity_used"
+	DataKubernetesVersion = "kubernetes_version" // its kube-apiserver's gitVersion
 )
 
 // Observed is what the applier reads back from a HostedCluster.

@@ -3,9 +3,14 @@
 // UpgradeSchedule), and reports back what HyperShift says.
 //
 //	hostedcluster-applier --api-url http://localhost:8000 --kubeconfig ~/.kube/config --pull-secret-file pull-secret.json
+//
+// With --management-cluster-credentials DIR instead of --kubeconfig it serves every ManagementCluster, each through
+// the kubeconfig in DIR that the ManagementCluster names, and applies each cluster on the one the cluster-placer
+// chose (docs/management-clusters.md).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -32,9 +37,16 @@ func newCommand() *cobra.Command {
 		Options: options{Options: hostedcluster.DefaultOptions()},
 		Flags: func(o *options, fs *pflag.FlagSet) {
 			o.AddFlags(fs)
-			fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)")
+			fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the one management cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account); excludes --management-cluster-credentials")
 		},
 		New: func(rt adapter.Config, o options, log *slog.Logger) (*hostedcluster.Adapter, error) {
+			if o.CredentialsDir != "" {
+				if o.kubeconfig != "" {
+					return nil, errors.New("--kubeconfig and --management-cluster-credentials exclude each other: " +
+						"give --kubeconfig for one management cluster, or the directory for every ManagementCluster")
+				}
+				return hostedcluster.NewFleet(rt, o.Options, log)
+			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = o.kubeconfig
 			kube, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
