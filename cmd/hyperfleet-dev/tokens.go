@@ -42,7 +42,9 @@ func newDevTokens(issuerDir, devDir string) (*devTokens, error) {
 // tokenAdapters are the adapters that get a token of their own (role adapter, their name as the adapter claim),
 // allowed to report only under their own name and only on the kinds that require them: the placer on clusters, the
 // applier on clusters and management clusters (--required-adapters).
-func tokenAdapters() []string { return []string{compResolver, compApplier, compProvisioner, compPlacer} }
+func tokenAdapters() []string {
+	return []string{compResolver, compApplier, compProvisioner, compPlacer}
+}
 
 func (t *devTokens) adapterFile(name string) string { return filepath.Join(t.devDir, name+".token") }
 
