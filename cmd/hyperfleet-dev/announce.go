@@ -58,7 +58,7 @@ func (s *stack) banner() string {
 		compPlacer, s.cfg.placerOps)
 	p("  logs           %s/<component>.log; state of every component in %s", s.dev("logs"), s.dev("up.json"))
 	p("  demo           VersionStream %s, UpgradeSchedule %s, a dozen spare devices (hvWorker, hvControlPlane in LAX2, NYC1)", demoStream, demoSchedule)
-	p("                 ManagementClusters %s: hosted clusters each takes (%s get managementclusters)", s.formatCapacity(), cli)
+	p("                 ManagementClusters %s   (%s get managementclusters)", s.formatCapacity(), cli)
 	p("")
 	s.access(p, cli, apiTool, api)
 	p("")

@@ -108,11 +108,11 @@ func (s *stack) managementClusterSpecs(kubeDeps []string) []supervisor.Spec {
 	return specs
 }
 
-// formatCapacity says each management cluster's capacity, for the banner: "mc-a (2), mc-b (1)".
+// formatCapacity says each management cluster's capacity, for the banner: "mc-a (room for 2), mc-b (room for 1)".
 func (s *stack) formatCapacity() string {
 	var parts []string
 	for _, mc := range s.managementClusters() {
-		parts = append(parts, fmt.Sprintf("%s (%d)", mc.name, mc.maxHostedClusters))
+		parts = append(parts, fmt.Sprintf("%s (room for %d)", mc.name, mc.maxHostedClusters))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -377,7 +377,7 @@ func TestBanner(t *testing.T) {
 			for _, mc := range []string{mcA, mcB} {
 				require.Contains(t, b, "KUBECONFIG="+filepath.Join(cfg.devDir, dirManagementClusters, mc))
 			}
-			require.Contains(t, b, "ManagementClusters mc-a (2), mc-b (1)")
+			require.Contains(t, b, "ManagementClusters mc-a (room for 2), mc-b (room for 1)")
 			require.Contains(t, b, "cluster-placer http://127.0.0.1:8094")
 			// The staged-rollout walk-through: a canary cluster, a publish, and the rollout's status.
 			require.Contains(t, b, ` create cluster canary-1 --labels hyperfleet.io/stage=canary --spec '{"version_stream": "stable-4-16", "upgrade_schedule": "anytime", `)
