@@ -164,10 +164,11 @@ func (s *stack) checkListeners() error {
 	return nil
 }
 
-// prepare writes what the components read from the dev dir: the pull secret and Hivelocity API key (unless a
-// developer put others there) and, with authentication, fresh tokens.
+// prepare writes what the components read from the dev dir: the management clusters' directory, the pull secret
+// and Hivelocity API key (unless a developer put others there) and, with authentication, fresh tokens.
 func (s *stack) prepare() error {
-	if err := os.MkdirAll(s.cfg.devDir, 0o700); err != nil {
+	// The applier's credentials directory exists before any kube component writes a kubeconfig into it.
+	if err := os.MkdirAll(s.credentialsDir(), 0o700); err != nil {
 		return fmt.Errorf("dev dir: %w", err)
 	}
 	for name, content := range map[string]string{filePullSecret: `{"auths":{}}` + "\n", fileHivelocityKey: hivelocityKey + "\n"} {

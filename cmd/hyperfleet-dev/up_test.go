@@ -407,6 +407,7 @@ func TestFleetMode(t *testing.T) {
 	a, _ := flag(specs[kubeComponent(mcA)].Args, "--data-dir")
 	b, _ := flag(specs[kubeComponent(mcB)].Args, "--data-dir")
 	require.NotEqual(t, a, b, "each management cluster keeps its own etcd")
+	require.DirExists(t, filepath.Join(cfg.devDir, dirManagementClusters))
 	got, _ := flag(specs[compPlacer].Args, "--retry-interval")
 	require.Equal(t, "2s", got)
 
