@@ -14,7 +14,9 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The adapters whose reports make a resource Ready in `make run` (see README, "How adapters report").
-REQUIRED_ADAPTERS ?= versionstream=version-resolver;cluster=hostedcluster-applier;nodepool=hivelocity-provisioner
+# The placer and the applier both report on a cluster (where it is placed, and its HostedCluster); the applier also
+# reports on each management cluster (reachable, capacity), which the placer reads.
+REQUIRED_ADAPTERS ?= versionstream=version-resolver;cluster=cluster-placer,hostedcluster-applier;nodepool=hivelocity-provisioner;managementcluster=hostedcluster-applier
 # Where `hyperfleet-api token` keeps the development signing key (its default, spelled out for serve).
 DEV_ISSUER_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev-issuer
 DEV_AUTH_FLAGS := --enable-jwt --enable-authz --jwk-cert-file $(DEV_ISSUER_DIR)/dev-jwks.json \
@@ -37,10 +39,11 @@ build: ## Build every binary into bin/
 install: ## Install the binaries into $GOPATH/bin
 	go install -ldflags "$(LDFLAGS)" ./cmd/...
 
-# Development system: `hyperfleet-dev up` supervises PostgreSQL (embedded, unless DB_URL names one), the API, a
-# kube-apiserver (its binaries built first when missing), the Cincinnati, Hivelocity and HyperShift simulators and
-# the three adapters: dependency order, health checks, restarts, prefixed logs; Ctrl-C stops them all. Every
-# listener is a variable, and what talks to it follows. State (tokens, etcd, simulators, logs) stays in DEV_DIR.
+# Development system: `hyperfleet-dev up` supervises PostgreSQL (embedded, unless DB_URL names one), the API, two
+# management clusters mc-a and mc-b (a kube-apiserver and a HyperShift simulator each; the kube binaries built first
+# when missing), the Cincinnati and Hivelocity simulators and the four adapters: dependency order, health checks,
+# restarts, prefixed logs; Ctrl-C stops them all. Every listener is a variable, and what talks to it follows. State
+# (tokens, etcd, kubeconfigs in DEV_DIR/management-clusters, simulators, logs) stays in DEV_DIR.
 DEV_DIR             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hyperfleet/dev
 DB_URL              ?=
 EMBEDDED_DB_DIR     ?=
@@ -48,14 +51,19 @@ EMBEDDED_DB_PORT    ?= 5433
 API_ADDR            ?= 127.0.0.1:8000
 HEALTH_ADDR         ?= 127.0.0.1:8080
 METRICS_ADDR        ?= 127.0.0.1:9090
+# mc-a's kube-apiserver, etcd and HyperShift simulator, then mc-b's.
 KUBE_ADDR           ?= 127.0.0.1:6443
 ETCD_ADDR           ?= 127.0.0.1:2379
+HYPERSHIFT_SIM_ADDR ?= 127.0.0.1:9600
+MC_B_KUBE_ADDR           ?= 127.0.0.1:6444
+MC_B_ETCD_ADDR           ?= 127.0.0.1:2381
+MC_B_HYPERSHIFT_SIM_ADDR ?= 127.0.0.1:9601
 CINCINNATI_SIM_ADDR ?= 127.0.0.1:9400
 HIVELOCITY_SIM_ADDR ?= 127.0.0.1:9500
-HYPERSHIFT_SIM_ADDR ?= 127.0.0.1:9600
 VERSION_RESOLVER_ADDR       ?= 127.0.0.1:8091
 HOSTEDCLUSTER_APPLIER_ADDR  ?= 127.0.0.1:8092
 HIVELOCITY_PROVISIONER_ADDR ?= 127.0.0.1:8093
+CLUSTER_PLACER_ADDR         ?= 127.0.0.1:8094
 # Hivelocity's 10-minute reload takes 10 s at 60; hyperfleet-dev up --help lists the other knobs (UP_FLAGS).
 SIM_TIME_SCALE ?= 60
 UP_FLAGS       ?=
@@ -65,15 +73,18 @@ define dev_up
 	  $(if $(EMBEDDED_DB_DIR),--db-dir $(EMBEDDED_DB_DIR)) --db-port $(EMBEDDED_DB_PORT) \
 	  --api-address $(API_ADDR) --health-address $(HEALTH_ADDR) --metrics-address $(METRICS_ADDR) \
 	  --kube-assets $(K8S_ASSETS_DIR) --kube-assets-build cmd/hyperfleet-dev/k8sassets/build.sh \
-	  --kube-address $(KUBE_ADDR) --etcd-address $(ETCD_ADDR) --time-scale $(SIM_TIME_SCALE) \
+	  --kube-address $(KUBE_ADDR) --etcd-address $(ETCD_ADDR) --hypershift-health-address $(HYPERSHIFT_SIM_ADDR) \
+	  --mc-b-kube-address $(MC_B_KUBE_ADDR) --mc-b-etcd-address $(MC_B_ETCD_ADDR) \
+	  --mc-b-hypershift-health-address $(MC_B_HYPERSHIFT_SIM_ADDR) --time-scale $(SIM_TIME_SCALE) \
 	  --cincinnati-address $(CINCINNATI_SIM_ADDR) --hivelocity-address $(HIVELOCITY_SIM_ADDR) \
-	  --hypershift-health-address $(HYPERSHIFT_SIM_ADDR) --version-resolver-ops-address $(VERSION_RESOLVER_ADDR) \
+	  --version-resolver-ops-address $(VERSION_RESOLVER_ADDR) \
 	  --hostedcluster-applier-ops-address $(HOSTEDCLUSTER_APPLIER_ADDR) \
-	  --hivelocity-provisioner-ops-address $(HIVELOCITY_PROVISIONER_ADDR) $(1) $(UP_FLAGS)
+	  --hivelocity-provisioner-ops-address $(HIVELOCITY_PROVISIONER_ADDR) \
+	  --cluster-placer-ops-address $(CLUSTER_PLACER_ADDR) $(1) $(UP_FLAGS)
 endef
 
 .PHONY: run
-run: build ## Run the whole system (database, API with dev tokens, kube-apiserver, simulators, adapters), supervised; Ctrl-C stops it
+run: build ## Run the whole system (database, API with dev tokens, two management clusters, simulators, adapters), supervised; Ctrl-C stops it
 	$(call dev_up,)
 
 .PHONY: run-no-auth

@@ -43,18 +43,22 @@ func (s *stack) banner() string {
 	p("  API            %s/api/hyperfleet/v1   (Swagger UI: %s/openapi-ui/)", api, api)
 	p("  API health     http://%s/readyz   metrics http://%s/metrics", s.cfg.healthAddr, s.cfg.metricsAddr)
 	p("  PostgreSQL     %s", redactURL(s.dsn))
-	p("  kube-apiserver https://%s   (KUBECONFIG=%s, namespace %s)", s.cfg.kubeAddr, s.dev(fileKubeconfig), s.cfg.namespace)
+	for _, mc := range s.managementClusters() {
+		p("  %-14s https://%s   (KUBECONFIG=%s, namespace %s; hypershift-sim http://%s/readyz)",
+			mc.name, mc.kubeAddr, s.kubeconfig(mc.name), s.cfg.namespace, mc.hypershiftAddr)
+	}
 	publish := devTool + " publish " + demoStreamVersion
 	if s.cfg.cincinnatiAddr != defaultUpConfig().cincinnatiAddr {
 		publish += " --cincinnati-url http://" + s.cfg.cincinnatiAddr
 	}
 	p("  Cincinnati     http://%s   (a new release: %s)", s.cfg.cincinnatiAddr, publish)
 	p("  Hivelocity     http://%s/api/v2   (devices: curl -s http://%s/_sim/devices)", s.cfg.hivelocityAddr, s.cfg.hivelocityAddr)
-	p("  HyperShift sim http://%s/readyz", s.cfg.hypershiftAddr)
-	p("  adapters       %s http://%s, %s http://%s, %s http://%s (/healthz /readyz /metrics)",
-		compResolver, s.cfg.resolverOps, compApplier, s.cfg.applierOps, compProvisioner, s.cfg.provisionerOps)
+	p("  adapters       %s http://%s, %s http://%s, %s http://%s, %s http://%s (/healthz /readyz /metrics)",
+		compResolver, s.cfg.resolverOps, compApplier, s.cfg.applierOps, compProvisioner, s.cfg.provisionerOps,
+		compPlacer, s.cfg.placerOps)
 	p("  logs           %s/<component>.log; state of every component in %s", s.dev("logs"), s.dev("up.json"))
 	p("  demo           VersionStream %s, UpgradeSchedule %s, a dozen spare devices (hvWorker, hvControlPlane in LAX2, NYC1)", demoStream, demoSchedule)
+	p("                 ManagementClusters %s   (%s get managementclusters)", s.formatCapacity(), cli)
 	p("")
 	s.access(p, cli, apiTool, api)
 	p("")

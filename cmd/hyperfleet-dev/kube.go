@@ -22,6 +22,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster/hypershiftcrd"
+	"github.com/hyperfleet/hyperfleet/internal/atomicfile"
 )
 
 // kubeConfig is what `hyperfleet-dev kube` is configured with.
@@ -52,7 +53,7 @@ func kubeCommand() *cobra.Command {
 		assets:     filepath.Join(devCacheDir(), "k8s", "1.37.2"),
 		dataDir:    filepath.Join(devCacheDir(), "dev", "etcd"),
 		certDir:    filepath.Join(devCacheDir(), "dev", "kube-certs"),
-		kubeconfig: filepath.Join(devCacheDir(), "dev", "kubeconfig"),
+		kubeconfig: filepath.Join(devCacheDir(), "dev", "kubeconfig"), // up passes each management cluster's
 		namespace:  "clusters",
 		listen:     "127.0.0.1:0",
 		etcdListen: "127.0.0.1:0",
@@ -129,10 +130,9 @@ func runKube(ctx context.Context, cfg kubeConfig, log *slog.Logger) error {
 	if err := prepare(ctx, rc, cfg.namespace); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.kubeconfig), 0o700); err != nil {
-		return fmt.Errorf("kubeconfig dir: %w", err)
-	}
-	if err := os.WriteFile(cfg.kubeconfig, env.KubeConfig, 0o600); err != nil {
+	// In one rename: the applier watches the directory of management clusters' kubeconfigs and must never read
+	// half of one.
+	if err := atomicfile.WriteFile(cfg.kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	log.Info("kube-apiserver ready", slog.String("server", rc.Host), slog.String("kubeconfig", cfg.kubeconfig),

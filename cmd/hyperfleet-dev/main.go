@@ -1,6 +1,6 @@
 // Command hyperfleet-dev runs HyperFleet, and the infrastructure it needs, on one machine for development.
 //
-//	hyperfleet-dev up        the whole system, supervised: database, API, kube-apiserver, simulators, adapters
+//	hyperfleet-dev up        the whole system, supervised: database, API, two management clusters, simulators, adapters
 //	hyperfleet-dev publish   a new OpenShift release in the Cincinnati simulator
 //	hyperfleet-dev kube      a local kube-apiserver with HyperShift's CRDs, for hostedcluster-applier and hypershift-sim
 //	hyperfleet-dev db        the private development PostgreSQL

@@ -38,14 +38,28 @@ func demoRollout() map[string]any {
 	}}
 }
 
-// demoResources are the demo's resources, in the order they are created, as the generic client creates them.
-func demoResources(kinds *api.KindTable) []demoResource {
+// demoRegion is the region of the local management clusters: a cluster that names it in spec.placement.region is
+// placed on either.
+const demoRegion = "local"
+
+// demoResources are the demo's resources, in the order they are created, as the generic client creates them: the
+// stream, the schedule, and a ManagementCluster for each local management cluster, naming its kubeconfig in the
+// applier's credentials directory (the file named after it) and the namespace its kube component creates.
+func demoResources(kinds *api.KindTable, mcs []devManagementCluster, namespace string) []demoResource {
 	days := []any{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
-	return []demoResource{
+	out := []demoResource{
 		{kinds.VersionStream, api.ResourceCreate{Name: demoStream, Spec: map[string]any{"target_version": demoStreamVersion, "rollout": demoRollout()}}},
 		{kinds.UpgradeSchedule, api.ResourceCreate{Name: demoSchedule, Spec: map[string]any{"timezone": "UTC",
 			"windows": []any{map[string]any{"days": days, "start": "00:00", "duration": "24h"}}}}},
 	}
+	for _, mc := range mcs {
+		out = append(out, demoResource{kinds.ManagementCluster, api.ResourceCreate{Name: mc.name, Spec: map[string]any{
+			"region": demoRegion, "namespace": namespace,
+			"capacity":    map[string]any{"max_hosted_clusters": mc.maxHostedClusters},
+			"credentials": map[string]any{"kubeconfig": mc.name},
+		}}})
+	}
+	return out
 }
 
 // demoResource is one resource the demo needs.
@@ -54,8 +68,8 @@ type demoResource struct {
 	body api.ResourceCreate
 }
 
-// seed creates the demo's VersionStream and UpgradeSchedule through the API, leaving alone any that exists (a
-// restart, or a developer who changed it), so that it can run on every start.
+// seed creates the demo's VersionStream, UpgradeSchedule and ManagementClusters through the API, leaving alone any
+// that exists (a restart, or a developer who changed it), so that it can run on every start.
 func (s *stack) seed(ctx context.Context, log *slog.Logger) error {
 	opts := []api.ClientOption{api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second})}
 	if s.tokens != nil {
@@ -72,13 +86,12 @@ func (s *stack) seed(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return seedDemo(ctx, client, log)
+	return seedDemo(ctx, client, demoResources(api.Kinds(), s.managementClusters(), s.cfg.namespace), log)
 }
 
-// seedDemo creates what is missing of the demo's resources: 201 created one, 409 found the name taken (kept as it
-// is).
-func seedDemo(ctx context.Context, client *api.Client, log *slog.Logger) error {
-	for _, r := range demoResources(api.Kinds()) {
+// seedDemo creates what is missing of resources: 201 created one, 409 found the name taken (kept as it is).
+func seedDemo(ctx context.Context, client *api.Client, resources []demoResource, log *slog.Logger) error {
+	for _, r := range resources {
 		answer, err := api.ReadAnswer[api.Resource](client.CreateResource(ctx, r.kind, uuid.Nil, r.body))
 		if err != nil {
 			return fmt.Errorf("create %s %s: %w", r.kind.Name, r.body.Name, err)

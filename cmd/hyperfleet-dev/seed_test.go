@@ -41,9 +41,12 @@ func startAPI(t *testing.T) *api.ClientWithResponses {
 func TestSeedIsIdempotent(t *testing.T) {
 	client := startAPI(t)
 	ctx := t.Context()
+	st, err := newStack(testConfig(t))
+	require.NoError(t, err)
+	resources := demoResources(api.Kinds(), st.managementClusters(), "clusters")
 	var first bytes.Buffer
-	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), slog.New(slog.NewJSONHandler(&first, nil))))
-	require.Equal(t, 2, strings.Count(first.String(), `"msg":"created"`), first.String())
+	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), resources, slog.New(slog.NewJSONHandler(&first, nil))))
+	require.Equal(t, 4, strings.Count(first.String(), `"msg":"created"`), first.String())
 
 	tz := "Europe/Berlin"
 	patched, err := client.PatchUpgradeScheduleWithBodyWithResponse(ctx, scheduleID(t, client), nil, "application/merge-patch+json",
@@ -52,8 +55,8 @@ func TestSeedIsIdempotent(t *testing.T) {
 	require.Equal(t, http.StatusOK, patched.StatusCode(), "%s", patched.Body)
 
 	var second bytes.Buffer
-	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), slog.New(slog.NewJSONHandler(&second, nil))))
-	require.Equal(t, 2, strings.Count(second.String(), `"msg":"exists; left as it is"`), second.String())
+	require.NoError(t, seedDemo(ctx, client.ClientInterface.(*api.Client), resources, slog.New(slog.NewJSONHandler(&second, nil))))
+	require.Equal(t, 4, strings.Count(second.String(), `"msg":"exists; left as it is"`), second.String())
 
 	streams, err := client.ListVersionStreamsWithResponse(ctx, nil)
 	require.NoError(t, err)
@@ -76,6 +79,19 @@ func TestSeedIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, schedules.JSON200.Items, 1)
 	require.Equal(t, tz, *schedules.JSON200.Items[0].Spec.Timezone)
+
+	// The management clusters make run starts, each naming its kubeconfig file in the applier's credentials
+	// directory, with room for two clusters and one: the fourth cluster of the walk-through waits.
+	mcs, err := client.ListManagementClustersWithResponse(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, mcs.StatusCode(), "%s", mcs.Body)
+	got := map[string][2]any{}
+	for _, mc := range mcs.JSON200.Items {
+		require.Equal(t, "clusters", *mc.Spec.Namespace)
+		require.True(t, *mc.Spec.Schedulable)
+		got[mc.Name] = [2]any{mc.Spec.Capacity.MaxHostedClusters, mc.Spec.Credentials.Kubeconfig}
+	}
+	require.Equal(t, map[string][2]any{mcA: {2, mcA}, mcB: {1, mcB}}, got)
 }
 
 func scheduleID(t *testing.T, client *api.ClientWithResponses) api.UpgradescheduleId {

@@ -27,14 +27,18 @@ const (
 	compMigrate     = "migrate"
 	compAPI         = "hyperfleet-api"
 	compKubeAssets  = "k8s-assets"
-	compKube        = "kube"
 	compCincinnati  = "cincinnati-sim"
 	compHivelocity  = "hivelocity-sim"
-	compHyperShift  = "hypershift-sim"
 	compSeed        = "seed"
 	compResolver    = versionresolver.Name
 	compApplier     = hostedcluster.Name
 	compProvisioner = hivelocity.Name
+	// compPlacer is adapters/placement's name (placement.Name), the binary cmd/cluster-placer.
+	compPlacer = "cluster-placer"
+	// compKube and compHyperShift are suffixed with each management cluster's name (kubeComponent,
+	// hypershiftComponent); compHyperShift is also the simulator's binary.
+	compKube       = "kube"
+	compHyperShift = "hypershift-sim"
 )
 
 // stack is the HyperFleet system `up` runs: the components, their flags and the files they share in the dev dir.
@@ -58,6 +62,9 @@ func newStack(cfg upConfig) (*stack, error) {
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return nil, fmt.Errorf("%s %q: development listeners stay on loopback (127.0.0.1, ::1 or localhost)", flag, addr)
 		}
+	}
+	if err := checkMaxHostedClusters(cfg.maxHostedClusters); err != nil {
+		return nil, err
 	}
 	if cfg.timeScale <= 0 {
 		return nil, fmt.Errorf("--time-scale %v: must be positive", cfg.timeScale)
@@ -84,7 +91,7 @@ func newStack(cfg upConfig) (*stack, error) {
 		}
 	}
 	s := &stack{cfg: cfg, self: self, extra: extra}
-	for _, name := range []string{"hyperfleet-api", compCincinnati, compHivelocity, compHyperShift, compResolver, compApplier, compProvisioner} {
+	for _, name := range []string{"hyperfleet-api", compCincinnati, compHivelocity, compHyperShift, compResolver, compApplier, compProvisioner, compPlacer} {
 		if _, err := os.Stat(s.bin(name)); err != nil {
 			return nil, fmt.Errorf("no %s in %s: build the binaries first (make build), or point --bin-dir at them", name, cfg.binDir)
 		}
@@ -110,7 +117,6 @@ func (s *stack) dev(name string) string { return filepath.Join(s.cfg.devDir, nam
 
 // Files in the dev dir that components share.
 const (
-	fileKubeconfig    = "kubeconfig"
 	filePullSecret    = "pull-secret.json"
 	fileHivelocityKey = "hivelocity.key"
 	fileUserToken     = "user.token"
@@ -126,7 +132,9 @@ func (s *stack) listeners() map[string]string {
 		"--kube-address": s.cfg.kubeAddr, "--etcd-address": s.cfg.etcdAddr, "--cincinnati-address": s.cfg.cincinnatiAddr,
 		"--hivelocity-address": s.cfg.hivelocityAddr, "--hypershift-health-address": s.cfg.hypershiftAddr,
 		"--version-resolver-ops-address": s.cfg.resolverOps, "--hostedcluster-applier-ops-address": s.cfg.applierOps,
-		"--hivelocity-provisioner-ops-address": s.cfg.provisionerOps,
+		"--hivelocity-provisioner-ops-address": s.cfg.provisionerOps, "--cluster-placer-ops-address": s.cfg.placerOps,
+		"--mc-b-kube-address": s.cfg.mcBKubeAddr, "--mc-b-etcd-address": s.cfg.mcBEtcdAddr,
+		"--mc-b-hypershift-health-address": s.cfg.mcBHypershiftAddr,
 	}
 	if s.cfg.dbURL == "" {
 		out["--db-port"] = net.JoinHostPort("127.0.0.1", strconv.FormatUint(uint64(s.cfg.dbPort), 10))
@@ -156,10 +164,11 @@ func (s *stack) checkListeners() error {
 	return nil
 }
 
-// prepare writes what the components read from the dev dir: the pull secret and Hivelocity API key (unless a
-// developer put others there) and, with authentication, fresh tokens.
+// prepare writes what the components read from the dev dir: the management clusters' directory, the pull secret
+// and Hivelocity API key (unless a developer put others there) and, with authentication, fresh tokens.
 func (s *stack) prepare() error {
-	if err := os.MkdirAll(s.cfg.devDir, 0o700); err != nil {
+	// The applier's credentials directory exists before any kube component writes a kubeconfig into it.
+	if err := os.MkdirAll(s.credentialsDir(), 0o700); err != nil {
 		return fmt.Errorf("dev dir: %w", err)
 	}
 	for name, content := range map[string]string{filePullSecret: `{"auths":{}}` + "\n", fileHivelocityKey: hivelocityKey + "\n"} {
@@ -221,16 +230,9 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 			Env: []string{"HYPERFLEET_K8S_ASSETS=" + s.cfg.kubeAssets}})
 		kubeDeps = []string{compKubeAssets}
 	}
-	kubeconfig := s.dev(fileKubeconfig)
-	add(supervisor.Spec{
-		Name: compKube, Command: s.self, DependsOn: kubeDeps,
-		Args: []string{"kube", "--assets", s.cfg.kubeAssets, "--data-dir", s.dev("etcd"), "--cert-dir", s.dev("kube-certs"),
-			"--kubeconfig-out", kubeconfig, "--namespace", s.cfg.namespace, "--listen", s.cfg.kubeAddr, "--etcd-listen", s.cfg.etcdAddr},
-		// The kubeconfig of the previous run names certificates that are gone; kube writes a new one when ready.
-		Before:      func() error { return removeIfExists(kubeconfig) },
-		Ready:       kubeProbe(kubeconfig),
-		StopTimeout: max(s.cfg.stopTimeout, 30*time.Second), StartTimeout: 3 * time.Minute,
-	})
+	for _, sp := range s.managementClusterSpecs(kubeDeps) {
+		add(sp)
+	}
 
 	add(supervisor.Spec{Name: compCincinnati, Command: s.bin(compCincinnati),
 		Args: []string{"--listen", s.cfg.cincinnatiAddr, "--state-file", s.dev("cincinnati.json"),
@@ -240,12 +242,6 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 		Args: []string{"--listen", s.cfg.hivelocityAddr, "--seed-demo", "--state-file", s.dev("hivelocity.json"),
 			"--time-scale", formatFloat(s.cfg.timeScale), "--rate-limit-window", scaled(time.Hour, s.cfg.timeScale).String()},
 		Ready: supervisor.HTTPProbe(nil, "http://"+s.cfg.hivelocityAddr+"/_sim/healthz")})
-	add(supervisor.Spec{Name: compHyperShift, Command: s.bin(compHyperShift),
-		Args: []string{"--kubeconfig", kubeconfig, "--namespace", s.cfg.namespace, "--delay", s.cfg.hypershiftDelay.String(),
-			"--health-bind-address", s.cfg.hypershiftAddr},
-		DependsOn: []string{compKube}, RestartWith: []string{compKube},
-		Ready:  supervisor.HTTPProbe(nil, "http://"+s.cfg.hypershiftAddr+"/readyz"),
-		Health: supervisor.HTTPProbe(nil, "http://"+s.cfg.hypershiftAddr+"/healthz")})
 
 	if s.cfg.seed {
 		add(supervisor.Spec{Name: compSeed, Func: s.seed, DependsOn: []string{compAPI}})
@@ -266,11 +262,13 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 	add(adapter(compResolver, s.cfg.resolverOps, []string{compCincinnati},
 		"--cincinnati-url", "http://"+s.cfg.cincinnatiAddr, "--recheck-after", s.cfg.streamRecheck.String(),
 		"--retry-after", "10s", "--graph-cache-ttl", "2s"))
-	applier := adapter(compApplier, s.cfg.applierOps, []string{compKube},
-		"--kubeconfig", kubeconfig, "--namespace", s.cfg.namespace, "--pull-secret-file", s.dev(filePullSecret),
-		"--progress-interval", "5s")
-	applier.RestartWith = []string{compKube}
-	add(applier)
+	// The applier serves every management cluster of the credentials directory and reads a kubeconfig again when
+	// its kube component writes a new one, so it need not restart with them; it starts once all are up, so that
+	// its first reports find them reachable.
+	add(adapter(compApplier, s.cfg.applierOps, s.kubeComponents(),
+		"--management-cluster-credentials", s.credentialsDir(), "--pull-secret-file", s.dev(filePullSecret),
+		"--progress-interval", "5s"))
+	add(adapter(compPlacer, s.cfg.placerOps, nil, "--retry-interval", s.cfg.placementRetry.String()))
 	add(adapter(compProvisioner, s.cfg.provisionerOps, []string{compHivelocity},
 		"--hivelocity-url", "http://"+s.cfg.hivelocityAddr+"/api/v2", "--api-key-file", s.dev(fileHivelocityKey),
 		"--claim-settle", s.cfg.claimSettle.String(), "--provisioning-poll-interval", "2s", "--device-list-ttl", "2s",
@@ -293,7 +291,7 @@ func (s *stack) quietRequests() func([]byte) bool {
 	if s.cfg.allLogs {
 		return nil
 	}
-	adapters := map[string]bool{compResolver: true, compApplier: true, compProvisioner: true}
+	adapters := map[string]bool{compResolver: true, compApplier: true, compProvisioner: true, compPlacer: true}
 	auth := s.cfg.auth
 	return func(line []byte) bool {
 		var rec struct {

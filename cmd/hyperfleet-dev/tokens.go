@@ -21,8 +21,8 @@ const (
 	userSubject     = "developer"
 )
 
-// userRoles are the developer's: user for clusters and node pools, and platform for the demo's VersionStream and
-// UpgradeSchedule, which a development run's developer operates as well.
+// userRoles are the developer's: user for clusters and node pools, and platform for the demo's VersionStream,
+// UpgradeSchedule and ManagementClusters, which a development run's developer operates as well.
 func userRoles() []auth.Role { return []auth.Role{auth.RoleUser, auth.RolePlatform} }
 
 // devTokens mints the tokens of a development run: one per adapter in a file it re-reads, and one for the user.
@@ -39,8 +39,12 @@ func newDevTokens(issuerDir, devDir string) (*devTokens, error) {
 	return &devTokens{issuer: issuer, devDir: devDir}, nil
 }
 
-// adapters are the adapters that get a token of their own, allowed to report only under their own name.
-func tokenAdapters() []string { return []string{compResolver, compApplier, compProvisioner} }
+// tokenAdapters are the adapters that get a token of their own (role adapter, their name as the adapter claim),
+// allowed to report only under their own name and only on the kinds that require them: the placer on clusters, the
+// applier on clusters and management clusters (--required-adapters).
+func tokenAdapters() []string {
+	return []string{compResolver, compApplier, compProvisioner, compPlacer}
+}
 
 func (t *devTokens) adapterFile(name string) string { return filepath.Join(t.devDir, name+".token") }
 

@@ -42,21 +42,24 @@ type upConfig struct {
 	requiredAdapters                 string
 
 	kubeAssets, kubeAssetsBuild string
-	kubeAddr, etcdAddr          string
-	namespace                   string
+	// The management clusters' listeners: mc-a's kube-apiserver, etcd and hypershift-sim, and mc-b's.
+	kubeAddr, etcdAddr, hypershiftAddr          string
+	mcBKubeAddr, mcBEtcdAddr, mcBHypershiftAddr string
+	namespace                                   string
+	maxHostedClusters                           map[string]int // the seed's capacity per management cluster
 
 	cincinnatiAddr  string
 	seriesMinors    []string
 	seriesPatches   int
 	hivelocityAddr  string
 	timeScale       float64
-	hypershiftAddr  string
 	hypershiftDelay time.Duration
 
-	resolverOps, applierOps, provisionerOps string
-	pollInterval                            time.Duration
-	streamRecheck                           time.Duration
-	claimSettle                             time.Duration
+	resolverOps, applierOps, provisionerOps, placerOps string
+	pollInterval                                       time.Duration
+	placementRetry                                     time.Duration
+	streamRecheck                                      time.Duration
+	claimSettle                                        time.Duration
 
 	stopTimeout time.Duration
 	extraArgs   []string // component=--flag=value
@@ -77,14 +80,17 @@ func defaultUpConfig() upConfig {
 		auth: true, seed: true, color: "auto",
 		dbPort:  5433,
 		apiAddr: "127.0.0.1:8000", healthAddr: "127.0.0.1:8080", metricsAddr: "127.0.0.1:9090",
-		requiredAdapters: "versionstream=" + versionresolver.Name + ";cluster=" + hostedcluster.Name +
-			";nodepool=" + hivelocity.Name,
-		kubeAssets: assets, kubeAddr: "127.0.0.1:6443", etcdAddr: "127.0.0.1:2379", namespace: "clusters",
+		// The applier reports on the management clusters too (reachability, capacity), which the placer reads.
+		requiredAdapters: "versionstream=" + versionresolver.Name + ";cluster=" + compPlacer + "," + hostedcluster.Name +
+			";nodepool=" + hivelocity.Name + ";managementcluster=" + hostedcluster.Name,
+		kubeAssets: assets, kubeAddr: "127.0.0.1:6443", etcdAddr: "127.0.0.1:2379", hypershiftAddr: "127.0.0.1:9600",
+		mcBKubeAddr: "127.0.0.1:6444", mcBEtcdAddr: "127.0.0.1:2381", mcBHypershiftAddr: "127.0.0.1:9601",
+		namespace: "clusters", maxHostedClusters: defaultMaxHostedClusters(),
 		cincinnatiAddr: "127.0.0.1:9400", seriesMinors: []string{"4.15", "4.16", "4.17"}, seriesPatches: 3,
 		hivelocityAddr: "127.0.0.1:9500", timeScale: 60,
-		hypershiftAddr: "127.0.0.1:9600", hypershiftDelay: 5 * time.Second,
-		resolverOps: "127.0.0.1:8091", applierOps: "127.0.0.1:8092", provisionerOps: "127.0.0.1:8093",
-		pollInterval: 2 * time.Second, streamRecheck: 15 * time.Second, claimSettle: time.Second,
+		hypershiftDelay: 5 * time.Second,
+		resolverOps:     "127.0.0.1:8091", applierOps: "127.0.0.1:8092", provisionerOps: "127.0.0.1:8093", placerOps: "127.0.0.1:8094",
+		pollInterval: 2 * time.Second, placementRetry: 2 * time.Second, streamRecheck: 15 * time.Second, claimSettle: time.Second,
 		stopTimeout: 15 * time.Second,
 	}
 }
@@ -94,7 +100,7 @@ func (c *upConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.binDir, "bin-dir", c.binDir, "directory of the HyperFleet binaries (make build)")
 	fs.StringVar(&c.issuerDir, "issuer-dir", c.issuerDir, "the development token issuer's key and JWKS (as hyperfleet-api token --dir)")
 	fs.BoolVar(&c.auth, "auth", c.auth, "JWT authentication and roles, with development tokens (false: every caller is an admin)")
-	fs.BoolVar(&c.seed, "seed", c.seed, "create the demo's VersionStream and UpgradeSchedule unless they exist")
+	fs.BoolVar(&c.seed, "seed", c.seed, "create the demo's VersionStream, UpgradeSchedule and ManagementClusters unless they exist")
 	fs.StringVar(&c.color, "color", c.color, "colour the logs: auto (on a terminal, unless NO_COLOR is set), always or never")
 	fs.BoolVar(&c.rawLogs, "raw-logs", c.rawLogs, "show the components' JSON log lines as they are")
 	fs.BoolVar(&c.allLogs, "all-logs", c.allLogs, "also show the API's log lines of the adapters' routine requests (always in its log file)")
@@ -110,21 +116,27 @@ func (c *upConfig) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&c.kubeAssets, "kube-assets", c.kubeAssets, "directory with etcd and kube-apiserver ($KUBEBUILDER_ASSETS; make k8s-assets)")
 	fs.StringVar(&c.kubeAssetsBuild, "kube-assets-build", c.kubeAssetsBuild, "script that builds the kube assets when they are missing, run before kube (make run: cmd/hyperfleet-dev/k8sassets/build.sh)")
-	fs.StringVar(&c.kubeAddr, "kube-address", c.kubeAddr, "kube-apiserver's HTTPS listener (the kubeconfig follows it)")
-	fs.StringVar(&c.etcdAddr, "etcd-address", c.etcdAddr, "etcd's client listener")
-	fs.StringVar(&c.namespace, "namespace", c.namespace, "namespace of the HostedClusters")
+	fs.StringVar(&c.kubeAddr, "kube-address", c.kubeAddr, "management cluster mc-a's kube-apiserver HTTPS listener (its kubeconfig follows it)")
+	fs.StringVar(&c.etcdAddr, "etcd-address", c.etcdAddr, "mc-a's etcd client listener")
+	fs.StringVar(&c.hypershiftAddr, "hypershift-health-address", c.hypershiftAddr, "mc-a's hypershift-sim health listener")
+	fs.StringVar(&c.mcBKubeAddr, "mc-b-kube-address", c.mcBKubeAddr, "management cluster mc-b's kube-apiserver HTTPS listener")
+	fs.StringVar(&c.mcBEtcdAddr, "mc-b-etcd-address", c.mcBEtcdAddr, "mc-b's etcd client listener")
+	fs.StringVar(&c.mcBHypershiftAddr, "mc-b-hypershift-health-address", c.mcBHypershiftAddr, "mc-b's hypershift-sim health listener")
+	fs.StringToIntVar(&c.maxHostedClusters, "max-hosted-clusters", c.maxHostedClusters, "capacity.max_hosted_clusters of the seeded ManagementClusters, as mc-a=N,mc-b=M (when the seed creates them)")
+	fs.StringVar(&c.namespace, "namespace", c.namespace, "namespace of the HostedClusters on every management cluster")
 
 	fs.StringVar(&c.cincinnatiAddr, "cincinnati-address", c.cincinnatiAddr, "cincinnati-sim's listener (the version resolver follows it)")
 	fs.StringSliceVar(&c.seriesMinors, "series-minors", c.seriesMinors, "minors of cincinnati-sim's generated release series")
 	fs.IntVar(&c.seriesPatches, "series-patches", c.seriesPatches, "GA patches per minor in cincinnati-sim's series (publish more with hyperfleet-dev publish)")
 	fs.StringVar(&c.hivelocityAddr, "hivelocity-address", c.hivelocityAddr, "hivelocity-sim's listener (the provisioner follows it)")
 	fs.Float64Var(&c.timeScale, "time-scale", c.timeScale, "hivelocity-sim's time scale: a 10-minute reload takes 10m/scale (and its rate-limit window 1h/scale)")
-	fs.StringVar(&c.hypershiftAddr, "hypershift-health-address", c.hypershiftAddr, "hypershift-sim's health listener")
 	fs.DurationVar(&c.hypershiftDelay, "hypershift-delay", c.hypershiftDelay, "how long hypershift-sim takes to roll out a release")
 
 	fs.StringVar(&c.resolverOps, "version-resolver-ops-address", c.resolverOps, "version-resolver's /healthz, /readyz and /metrics")
 	fs.StringVar(&c.applierOps, "hostedcluster-applier-ops-address", c.applierOps, "hostedcluster-applier's /healthz, /readyz and /metrics")
 	fs.StringVar(&c.provisionerOps, "hivelocity-provisioner-ops-address", c.provisionerOps, "hivelocity-provisioner's /healthz, /readyz and /metrics")
+	fs.StringVar(&c.placerOps, "cluster-placer-ops-address", c.placerOps, "cluster-placer's /healthz, /readyz and /metrics")
+	fs.DurationVar(&c.placementRetry, "placement-retry", c.placementRetry, "how soon the placer tries again to place a cluster nothing had room for (its --retry-interval)")
 	fs.DurationVar(&c.pollInterval, "poll-interval", c.pollInterval, "the adapters' --poll-interval")
 	fs.DurationVar(&c.streamRecheck, "stream-recheck", c.streamRecheck, "how soon the version resolver looks for a newer patch (its --recheck-after)")
 	fs.DurationVar(&c.claimSettle, "claim-settle", c.claimSettle, "the Hivelocity provisioner's --claim-settle (a deleted pool finalizes after 7 of them)")
@@ -138,11 +150,13 @@ func upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole system on this machine, supervised, until interrupted",
-		Long: `Runs PostgreSQL (embedded, unless --db-url), hyperfleet-api, a local kube-apiserver with HyperShift's CRDs,
-the Cincinnati, Hivelocity and HyperShift simulators and the three adapters, each started once what it needs is
-ready, health-checked, and restarted with backoff when it dies. Their logs are prefixed with their names (and
-kept in <dev-dir>/logs); the state of every component is in <dev-dir>/up.json. Once everything is ready it prints
-where everything listens, a user token and the CLI's login line. The demo's VersionStream and UpgradeSchedule
+		Long: `Runs PostgreSQL (embedded, unless --db-url), hyperfleet-api, two management clusters (mc-a and mc-b: a local
+kube-apiserver with HyperShift's CRDs and a hypershift-sim each, their kubeconfigs in
+<dev-dir>/management-clusters), the Cincinnati and Hivelocity simulators and the four adapters (the cluster placer
+among them), each started once what it needs is ready, health-checked, and restarted with backoff when it dies.
+Their logs are prefixed with their names (and kept in <dev-dir>/logs); the state of every component is in
+<dev-dir>/up.json. Once everything is ready it prints where everything listens, a user token and the CLI's login
+line. The demo's VersionStream, UpgradeSchedule and ManagementClusters (mc-a for 2 hosted clusters, mc-b for 1)
 are created if missing, cincinnati-sim serves a few patches per minor and hivelocity-sim a dozen spare devices;
 all of it, and what you create, survives a restart. Ctrl-C stops everything (SIGTERM, then SIGKILL after
 --stop-timeout; a second Ctrl-C kills at once).`,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/cmd/hyperfleet-dev/internal/supervisor"
+	"github.com/hyperfleet/hyperfleet/internal/server"
 )
 
 // testConfig is the default configuration with binaries and kube assets that exist (as empty files) in a temporary
@@ -26,7 +27,7 @@ func testConfig(t *testing.T) upConfig {
 	for _, d := range []string{cfg.binDir, cfg.kubeAssets} {
 		require.NoError(t, os.MkdirAll(d, 0o700))
 	}
-	for _, name := range []string{"hyperfleet-api", compCincinnati, compHivelocity, compHyperShift, compResolver, compApplier, compProvisioner} {
+	for _, name := range []string{"hyperfleet-api", compCincinnati, compHivelocity, compHyperShift, compResolver, compApplier, compProvisioner, compPlacer} {
 		require.NoError(t, os.WriteFile(filepath.Join(cfg.binDir, name), nil, 0o700))
 	}
 	for _, name := range []string{"etcd", "kube-apiserver"} {
@@ -63,11 +64,14 @@ func TestClientsFollowAddresses(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.apiAddr, cfg.healthAddr, cfg.metricsAddr = "127.0.0.1:18000", "127.0.0.1:18080", "127.0.0.1:19090"
 	cfg.kubeAddr, cfg.etcdAddr = "127.0.0.1:16443", "127.0.0.1:12379"
+	cfg.mcBKubeAddr, cfg.mcBEtcdAddr, cfg.mcBHypershiftAddr = "127.0.0.1:16444", "127.0.0.1:12381", "127.0.0.1:19601"
 	cfg.cincinnatiAddr, cfg.hivelocityAddr, cfg.hypershiftAddr = "127.0.0.1:19400", "127.0.0.1:19500", "127.0.0.1:19600"
-	cfg.resolverOps, cfg.applierOps, cfg.provisionerOps = "127.0.0.1:18091", "127.0.0.1:18092", "127.0.0.1:18093"
+	cfg.resolverOps, cfg.applierOps, cfg.provisionerOps, cfg.placerOps = "127.0.0.1:18091", "127.0.0.1:18092", "127.0.0.1:18093", "127.0.0.1:18094"
 	cfg.dbPort = 15433
 	specs := specsOf(t, cfg)
-	kubeconfig := filepath.Join(cfg.devDir, fileKubeconfig)
+	credentials := filepath.Join(cfg.devDir, dirManagementClusters)
+	kubeA, kubeB := kubeComponent(mcA), kubeComponent(mcB)
+	simA, simB := hypershiftComponent(mcA), hypershiftComponent(mcB)
 	dsn := "postgres://postgres@127.0.0.1:15433/hyperfleet?sslmode=disable"
 	tests := []struct {
 		component, flag, want string
@@ -78,19 +82,27 @@ func TestClientsFollowAddresses(t *testing.T) {
 		{compAPI, "--api-server-bindaddress", "127.0.0.1:18000"},
 		{compAPI, "--health-server-bindaddress", "127.0.0.1:18080"},
 		{compAPI, "--metrics-server-bindaddress", "127.0.0.1:19090"},
-		{compKube, "--listen", "127.0.0.1:16443"},
-		{compKube, "--etcd-listen", "127.0.0.1:12379"},
-		{compKube, "--kubeconfig-out", kubeconfig},
+		{kubeA, "--listen", "127.0.0.1:16443"},
+		{kubeA, "--etcd-listen", "127.0.0.1:12379"},
+		{kubeA, "--kubeconfig-out", filepath.Join(credentials, mcA)},
+		{kubeB, "--listen", "127.0.0.1:16444"},
+		{kubeB, "--etcd-listen", "127.0.0.1:12381"},
+		{kubeB, "--kubeconfig-out", filepath.Join(credentials, mcB)},
 		{compCincinnati, "--listen", "127.0.0.1:19400"},
 		{compHivelocity, "--listen", "127.0.0.1:19500"},
-		{compHyperShift, "--health-bind-address", "127.0.0.1:19600"},
-		{compHyperShift, "--kubeconfig", kubeconfig},
+		{simA, "--health-bind-address", "127.0.0.1:19600"},
+		{simA, "--kubeconfig", filepath.Join(credentials, mcA)},
+		{simB, "--health-bind-address", "127.0.0.1:19601"},
+		{simB, "--kubeconfig", filepath.Join(credentials, mcB)},
 		{compResolver, "--api-url", "http://127.0.0.1:18000"},
 		{compResolver, "--cincinnati-url", "http://127.0.0.1:19400"},
 		{compResolver, "--ops-bind-address", "127.0.0.1:18091"},
 		{compApplier, "--api-url", "http://127.0.0.1:18000"},
-		{compApplier, "--kubeconfig", kubeconfig},
+		{compApplier, "--management-cluster-credentials", credentials},
 		{compApplier, "--ops-bind-address", "127.0.0.1:18092"},
+		{compPlacer, "--api-url", "http://127.0.0.1:18000"},
+		{compPlacer, "--ops-bind-address", "127.0.0.1:18094"},
+		{compPlacer, "--token-file", filepath.Join(cfg.devDir, compPlacer+".token")},
 		{compProvisioner, "--api-url", "http://127.0.0.1:18000"},
 		{compProvisioner, "--hivelocity-url", "http://127.0.0.1:19500/api/v2"},
 		{compProvisioner, "--ops-bind-address", "127.0.0.1:18093"},
@@ -116,11 +128,17 @@ func TestStackStartsInDependencyOrder(t *testing.T) {
 	}{
 		{compMigrate, []string{compPostgres}, nil},
 		{compAPI, []string{compMigrate}, nil},
-		{compHyperShift, []string{compKube}, []string{compKube}},
+		// Both kube-apiservers start at once: neither waits for the other.
+		{kubeComponent(mcA), nil, nil},
+		{kubeComponent(mcB), nil, nil},
+		{hypershiftComponent(mcA), []string{kubeComponent(mcA)}, []string{kubeComponent(mcA)}},
+		{hypershiftComponent(mcB), []string{kubeComponent(mcB)}, []string{kubeComponent(mcB)}},
 		{compSeed, []string{compAPI}, nil},
 		{compResolver, []string{compAPI, compCincinnati}, nil},
-		{compApplier, []string{compAPI, compKube}, []string{compKube}},
+		// The applier reads a management cluster's new kubeconfig again: it does not restart with its kube.
+		{compApplier, []string{compAPI, kubeComponent(mcA), kubeComponent(mcB)}, nil},
 		{compProvisioner, []string{compAPI, compHivelocity}, nil},
+		{compPlacer, []string{compAPI}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component, func(t *testing.T) {
@@ -167,7 +185,8 @@ func TestStackVariants(t *testing.T) {
 			require.True(t, specs[compKubeAssets].Job)
 			require.Equal(t, cfg.kubeAssetsBuild, specs[compKubeAssets].Command)
 			require.Equal(t, []string{"HYPERFLEET_K8S_ASSETS=" + cfg.kubeAssets}, specs[compKubeAssets].Env)
-			require.Equal(t, []string{compKubeAssets}, specs[compKube].DependsOn)
+			require.Equal(t, []string{compKubeAssets}, specs[kubeComponent(mcA)].DependsOn)
+			require.Equal(t, []string{compKubeAssets}, specs[kubeComponent(mcB)].DependsOn)
 		}},
 		{"no seed", func(cfg *upConfig) { cfg.seed = false }, func(t *testing.T, _ upConfig, specs map[string]supervisor.Spec) {
 			require.NotContains(t, specs, compSeed)
@@ -210,6 +229,14 @@ func TestStackRefusesBadConfigs(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(cfg.binDir, compApplier)))
 		}, "make build"},
 		{"missing build script", func(_ *testing.T, cfg *upConfig) { cfg.kubeAssetsBuild = "/nonexistent/build.sh" }, "--kube-assets-build"},
+		{"missing placer", func(t *testing.T, cfg *upConfig) {
+			require.NoError(t, os.Remove(filepath.Join(cfg.binDir, compPlacer)))
+		}, "no cluster-placer"},
+		{"capacity of an unknown management cluster", func(_ *testing.T, cfg *upConfig) {
+			cfg.maxHostedClusters = map[string]int{mcA: 2, mcB: 1, "mc-c": 3}
+		}, "--max-hosted-clusters mc-c=3"},
+		{"no capacity", func(_ *testing.T, cfg *upConfig) { cfg.maxHostedClusters = map[string]int{mcA: 2, mcB: 0} }, "at least 1"},
+		{"a management cluster without capacity", func(_ *testing.T, cfg *upConfig) { cfg.maxHostedClusters = map[string]int{mcA: 2} }, "no capacity for mc-b"},
 		{"missing kube assets", func(t *testing.T, cfg *upConfig) {
 			require.NoError(t, os.Remove(filepath.Join(cfg.kubeAssets, "kube-apiserver")))
 		}, "make k8s-assets"},
@@ -247,7 +274,8 @@ func TestCheckListeners(t *testing.T) {
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	for _, addr := range []*string{&cfg.healthAddr, &cfg.metricsAddr, &cfg.kubeAddr, &cfg.etcdAddr, &cfg.cincinnatiAddr,
-		&cfg.hivelocityAddr, &cfg.hypershiftAddr, &cfg.resolverOps, &cfg.applierOps, &cfg.provisionerOps} {
+		&cfg.hivelocityAddr, &cfg.hypershiftAddr, &cfg.resolverOps, &cfg.applierOps, &cfg.provisionerOps, &cfg.placerOps,
+		&cfg.mcBKubeAddr, &cfg.mcBEtcdAddr, &cfg.mcBHypershiftAddr} {
 		*addr = free.Addr().String() // the same free address for all: each is probed and closed in turn
 	}
 	require.NoError(t, free.Close())
@@ -346,7 +374,11 @@ func TestBanner(t *testing.T) {
 			b := st.banner()
 			require.Contains(t, b, "http://127.0.0.1:8000/api/hyperfleet/v1")
 			require.Contains(t, b, "publish 4.16)", "the default simulator address needs no flag")
-			require.Contains(t, b, "KUBECONFIG="+filepath.Join(cfg.devDir, fileKubeconfig))
+			for _, mc := range []string{mcA, mcB} {
+				require.Contains(t, b, "KUBECONFIG="+filepath.Join(cfg.devDir, dirManagementClusters, mc))
+			}
+			require.Contains(t, b, "ManagementClusters mc-a (room for 2), mc-b (room for 1)")
+			require.Contains(t, b, "cluster-placer http://127.0.0.1:8094")
 			// The staged-rollout walk-through: a canary cluster, a publish, and the rollout's status.
 			require.Contains(t, b, ` create cluster canary-1 --labels hyperfleet.io/stage=canary --spec '{"version_stream": "stable-4-16", "upgrade_schedule": "anytime", `)
 			require.Contains(t, b, "publish 4.16   (once both are Ready)")
@@ -360,5 +392,40 @@ func TestBanner(t *testing.T) {
 			require.Contains(t, b, "  "+string(token)+"\n")
 			require.Contains(t, b, "login --server http://127.0.0.1:8000 --token-file "+filepath.Join(cfg.devDir, fileUserToken))
 		})
+	}
+}
+
+// TestFleetMode checks how `up` wires the management clusters: the applier reads every kubeconfig from one
+// directory instead of one --kubeconfig, each kube-apiserver keeps its own etcd data, the placer reports with a
+// token of its own, and every adapter the API waits for is one `up` runs.
+func TestFleetMode(t *testing.T) {
+	cfg := testConfig(t)
+	specs := specsOf(t, cfg)
+	applier := specs[compApplier].Args
+	_, ok := flag(applier, "--kubeconfig")
+	require.False(t, ok, "the applier serves the management clusters of --management-cluster-credentials, not one --kubeconfig")
+	a, _ := flag(specs[kubeComponent(mcA)].Args, "--data-dir")
+	b, _ := flag(specs[kubeComponent(mcB)].Args, "--data-dir")
+	require.NotEqual(t, a, b, "each management cluster keeps its own etcd")
+	require.DirExists(t, filepath.Join(cfg.devDir, dirManagementClusters))
+	got, _ := flag(specs[compPlacer].Args, "--retry-interval")
+	require.Equal(t, "2s", got)
+
+	required, err := server.ParseRequiredAdapters([]string{cfg.requiredAdapters})
+	require.NoError(t, err)
+	require.Equal(t, map[string][]string{
+		"versionstream":     {compResolver},
+		"cluster":           {compPlacer, compApplier},
+		"nodepool":          {compProvisioner},
+		"managementcluster": {compApplier},
+	}, required)
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	require.NoError(t, err)
+	require.Contains(t, string(makefile), "\nREQUIRED_ADAPTERS ?= "+cfg.requiredAdapters+"\n", "make run passes the same adapters")
+	for _, adapters := range required {
+		for _, name := range adapters {
+			require.Contains(t, specs, name, "a required adapter `up` does not run keeps every resource of its kind from Ready")
+			require.Contains(t, tokenAdapters(), name, "a required adapter needs a token to report with")
+		}
 	}
 }

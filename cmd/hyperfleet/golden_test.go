@@ -18,7 +18,8 @@ const (
 	goldenCluster1 = `{"id": "11111111-1111-4111-8111-111111111111", "kind": "Cluster", "href": "/api/hyperfleet/v1/clusters/11111111-1111-4111-8111-111111111111",
 		"name": "demo", "labels": {"env": "dev"}, "generation": 2, "resource_version": "7",
 		"spec": {"version_stream": "stable-4-16", "upgrade_schedule": "weekends", "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
-		"status": {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Available", "status": "True"}]},
+		"status": {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Available", "status": "True"},
+			{"type": "ClusterPlacerAvailable", "status": "True", "reason": "Placed", "message": "mc-a"}]},
 		"created_time": "2026-01-01T00:00:00Z", "updated_time": "2026-01-01T00:30:00Z", "created_by": "alice", "updated_by": "alice",
 		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 2, "conditions": [{"type": "Available", "status": "True", "last_transition_time": "2026-01-01T00:40:00Z"}],
 			"data": {"current_version": "4.16.3", "target_version": "4.16.5", "held_reason": "OutsideUpgradeWindow"},
@@ -26,7 +27,8 @@ const (
 	goldenCluster2 = `{"id": "22222222-2222-4222-8222-222222222222", "kind": "Cluster", "href": "/api/hyperfleet/v1/clusters/22222222-2222-4222-8222-222222222222",
 		"name": "prod-east", "labels": {}, "generation": 1, "resource_version": "3",
 		"spec": {"version_stream": "stable-4-16", "paused": true, "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
-		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"}]},
+		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"},
+			{"type": "ClusterPlacerAvailable", "status": "False", "reason": "NoCapacity", "message": "mc-a: full (2/2 hosted clusters); mc-b: cordoned"}]},
 		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob",
 		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 1, "conditions": [],
 			"data": {"current_version": "4.16.2", "target_version": "4.16.5", "upgrade_state": "Partial", "upgrade_version": "4.16.5"},
@@ -47,6 +49,22 @@ const (
 		"spec": {"timezone": "Europe/Berlin", "windows": [{"days": ["Saturday", "Sunday"], "start": "02:00", "duration": "4h"}, {"days": ["Wednesday"], "start": "22:00", "duration": "90m"}]},
 		"status": {"phase": "Ready", "conditions": []},
 		"created_time": "2026-01-01T01:02:00Z", "updated_time": "2026-01-01T01:02:00Z", "created_by": "ops", "updated_by": "ops"}`
+)
+
+// Management clusters: one serving with room, one cordoned that the applier cannot reach.
+const (
+	goldenManagementClusterA = `{"id": "66666666-6666-4666-8666-666666666666", "kind": "ManagementCluster", "href": "/api/hyperfleet/v1/managementclusters/66666666-6666-4666-8666-666666666666",
+		"name": "mc-a", "labels": {"tier": "gold"}, "generation": 1, "resource_version": "5",
+		"spec": {"region": "us-east-1", "schedulable": true, "namespace": "clusters", "capacity": {"max_hosted_clusters": 2}, "credentials": {"kubeconfig": "mc-a"}},
+		"status": {"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Available", "status": "True"},
+			{"type": "HostedclusterApplierAvailable", "status": "True", "reason": "Reachable", "message": "1/2 hosted clusters"}]},
+		"created_time": "2025-12-01T00:00:00Z", "updated_time": "2025-12-01T00:00:00Z", "created_by": "ops", "updated_by": "ops"}`
+	goldenManagementClusterB = `{"id": "77777777-7777-4777-8777-777777777777", "kind": "ManagementCluster", "href": "/api/hyperfleet/v1/managementclusters/77777777-7777-4777-8777-777777777777",
+		"name": "mc-b", "labels": {}, "generation": 2, "resource_version": "8",
+		"spec": {"region": "us-east-1", "schedulable": false, "namespace": "clusters", "capacity": {"max_hosted_clusters": 40, "vcpu": 256, "memory_gib": 1024}, "credentials": {"kubeconfig": "mc-b-2026"}},
+		"status": {"phase": "Progressing", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersNotAvailable"}, {"type": "Available", "status": "False"},
+			{"type": "HostedclusterApplierAvailable", "status": "False", "reason": "Unreachable", "message": "dial tcp 10.0.0.7:6443: connect: connection refused"}]},
+		"created_time": "2026-01-01T00:02:03Z", "updated_time": "2026-01-01T00:50:00Z", "created_by": "ops", "updated_by": "ops"}`
 )
 
 // goldenNow is when the golden tables are drawn: ages count from it.
@@ -95,6 +113,12 @@ func TestGoldenOutput(t *testing.T) {
 		{"versionstreams.wide", "wide", false, func(t *testing.T) *listing { return listOf(t, kinds.VersionStream, false, goldenStream) }},
 		{"upgradeschedules.table", "table", false, func(t *testing.T) *listing { return listOf(t, kinds.UpgradeSchedule, false, goldenSchedule) }},
 		{"upgradeschedules.wide", "wide", false, func(t *testing.T) *listing { return listOf(t, kinds.UpgradeSchedule, false, goldenSchedule) }},
+		{"managementclusters.table", "table", false, func(t *testing.T) *listing {
+			return listOf(t, kinds.ManagementCluster, false, goldenManagementClusterA, goldenManagementClusterB)
+		}},
+		{"managementclusters.wide", "wide", false, func(t *testing.T) *listing {
+			return listOf(t, kinds.ManagementCluster, false, goldenManagementClusterA, goldenManagementClusterB)
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,9 +42,10 @@ const (
 // an unknown field is an error) and admits each one, including Pod Security admission's check of every pod template
 // against the namespace's restricted level, whose findings come back as warnings and fail the test. Then it creates
 // the applier's RBAC for real and asks the API server whether the ServiceAccount the applier's pods run as may do
-// what its Role allows.
+// what its Role allows. The example Secret of the management clusters' kubeconfigs is created the same way.
 func TestManifestsApplyToKubeAPIServer(t *testing.T) {
-	objs := render(t, deployDir)
+	// The example of the applier's Secret of kubeconfigs is applied by hand, not by kustomize: it must apply too.
+	objs := append(render(t, deployDir), exampleSecret(t))
 	env := kubeenv.Start(t)
 	installCRD(t, env, moduleFile(t, prometheusOperator, serviceMonitorCRD))
 

@@ -102,10 +102,24 @@ func (s *system) checkDevicesExactlyOnce(t *testing.T) {
 	}
 }
 
-// hostedClusters returns the cluster-id label of every HostedCluster, one entry per object.
+// managementClusters are the ones `hyperfleet-dev up` runs, by the names of their kubeconfigs in the dev dir.
+var managementClusters = []string{"mc-a", "mc-b"}
+
+// hostedClusters returns the cluster-id label of every HostedCluster on every management cluster, one entry per
+// object: a cluster's HostedCluster on two of them would show twice.
 func (s *system) hostedClusters(t *testing.T) []string {
 	t.Helper()
-	kubeconfig, err := os.ReadFile(filepath.Join(s.devDir, "kubeconfig"))
+	var ids []string
+	for _, mc := range managementClusters {
+		ids = append(ids, s.hostedClustersOn(t, mc)...)
+	}
+	return ids
+}
+
+// hostedClustersOn returns the cluster-id label of every HostedCluster on one management cluster.
+func (s *system) hostedClustersOn(t *testing.T, mc string) []string {
+	t.Helper()
+	kubeconfig, err := os.ReadFile(filepath.Join(s.devDir, "management-clusters", mc))
 	require.NoError(t, err)
 	rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	require.NoError(t, err)
@@ -171,6 +185,19 @@ func (s *system) checkLoop(t *testing.T, streamID, clusterID, poolID uuid.UUID) 
 	clusterReports, err := c.ListClusterStatusesWithResponse(ctx, clusterID)
 	require.NoError(t, err)
 	checkReported(t, "Cluster", cluster.JSON200.Generation, cluster.JSON200.Status.Phase, clusterReports.JSON200.Items, hostedcluster.Name)
+	checkReported(t, "Cluster", cluster.JSON200.Generation, cluster.JSON200.Status.Phase, clusterReports.JSON200.Items, placer)
+	// The HostedCluster is on the management cluster the placer reported, and on no other.
+	var on string
+	for _, r := range clusterReports.JSON200.Items {
+		if r.Adapter == placer {
+			on, _ = r.Data["management_cluster"].(string)
+		}
+	}
+	require.Contains(t, managementClusters, on, "the placer's data.management_cluster")
+	for _, mc := range managementClusters {
+		require.Equal(t, mc == on, slices.Contains(s.hostedClustersOn(t, mc), clusterID.String()),
+			"cluster placed on %s: its HostedCluster on %s", on, mc)
+	}
 
 	pool, err := c.GetNodePoolWithResponse(ctx, clusterID, poolID)
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ func TestWholeLoop(t *testing.T) {
 		return
 	}
 	pids := map[string]int{}
-	for _, name := range []string{"hyperfleet-api", "kube", versionresolver.Name, hostedcluster.Name, hivelocity.Name} {
+	for _, name := range []string{"hyperfleet-api", "kube-mc-a", "kube-mc-b", versionresolver.Name, hostedcluster.Name, hivelocity.Name, placer} {
 		pids[name] = s.component(t, name).PID
 	}
 	took := s.stop(t)
@@ -46,6 +47,9 @@ func TestWholeLoop(t *testing.T) {
 	}
 	require.Contains(t, s.output.String(), "all stopped in")
 }
+
+// placer is the cluster placer's adapter name (adapters/placement).
+const placer = "cluster-placer"
 
 const (
 	clusterSpec = `{"version_stream": "stable-4-16", "upgrade_schedule": "anytime", "hosted_cluster": {"dns": {"base_domain": "example.com"}}}`
@@ -72,6 +76,15 @@ func walkthrough(t *testing.T, s *system) {
 	require.Contains(t, s.cli(t, "get", "clusters"), "Ready")
 	cluster, pool, stream := s.ids(t, "demo", "workers", "stable-4-16")
 	s.checkLoop(t, stream, cluster, pool)
+
+	// Placement: the first cluster goes to mc-a (both are empty; ties go by name), which then cannot be deleted.
+	mcs := s.cli(t, "get", "managementclusters")
+	require.Regexp(t, `(?m)^mc-a\s`, mcs)
+	require.Regexp(t, `(?m)^mc-b\s`, mcs)
+	require.Regexp(t, `(?m)^demo\s.*\smc-a\s`, s.cli(t, "get", "clusters", "-o", "wide"), "MANAGEMENT CLUSTER")
+	_, errOut, err := s.run(t, filepath.Join(s.bin, "hyperfleet"), "delete", "managementcluster", "mc-a")
+	require.Error(t, err, "deleting a management cluster a cluster is placed on")
+	require.Contains(t, errOut, "HYPERFLEET-CNF-005")
 	require.Len(t, owned(s.devices(t), pool.String()), 3)
 
 	// A new patch rolls at once: the schedule is open all week.
@@ -138,6 +151,8 @@ func killsMidFlow(t *testing.T, s *system) {
 		{"", nil},
 		{"hyperfleet-api", func(t *testing.T, l loop) bool { return len(owned(s.devices(t), l.pool.String())) > 0 }},
 		{versionresolver.Name, nil},
+		// The cluster waits for the restarted placer, which rebuilds its ledger from its reports before placing it.
+		{placer, nil},
 		{hostedcluster.Name, func(t *testing.T, l loop) bool { return slices.Contains(s.hostedClusters(t), l.cluster.String()) }},
 		{hivelocity.Name, func(t *testing.T, l loop) bool {
 			return slices.ContainsFunc(owned(s.devices(t), l.pool.String()), func(d hivelocitysim.DeviceState) bool { return d.IsReload })

@@ -1,6 +1,7 @@
 // Package e2e runs the whole system as a developer does with `make run`: `hyperfleet-dev up` supervising the real
-// binaries as processes (PostgreSQL from the test harness, hyperfleet-api, a kube-apiserver, the three simulators,
-// the three adapters), driven through the `hyperfleet` CLI, with components killed with SIGKILL mid-flow.
+// binaries as processes (PostgreSQL from the test harness, hyperfleet-api, two management clusters with a
+// kube-apiserver and a hypershift-sim each, the other simulators, the four adapters), driven through the
+// `hyperfleet` CLI, with components killed with SIGKILL mid-flow.
 package e2e
 
 import (
@@ -36,12 +37,14 @@ const envKeepLogs = "HYPERFLEET_E2E_LOGS"
 // binaries are the commands the system is made of, built from this module.
 func binaries() []string {
 	return []string{"hyperfleet-dev", "hyperfleet-api", "hyperfleet", "cincinnati-sim", "hivelocity-sim", "hypershift-sim",
-		"version-resolver", "hostedcluster-applier", "hivelocity-provisioner"}
+		"version-resolver", "hostedcluster-applier", "hivelocity-provisioner", "cluster-placer"}
 }
 
-// addrs are the listeners of one system, all on loopback ports free when it starts.
+// addrs are the listeners of one system, all on loopback ports free when it starts: kube, etcd and hypershift are
+// management cluster mc-a's, the kubeB… ones mc-b's.
 type addrs struct {
 	api, health, metrics, kube, etcd, cincinnati, hivelocity, hypershift, resolver, applier, provisioner string
+	kubeB, etcdB, hypershiftB, placer                                                                    string
 }
 
 // system is a running `hyperfleet-dev up`.
@@ -85,7 +88,10 @@ func startSystem(t *testing.T) *system {
 		"--kube-address", a.kube, "--etcd-address", a.etcd, "--cincinnati-address", a.cincinnati,
 		"--hivelocity-address", a.hivelocity, "--hypershift-health-address", a.hypershift,
 		"--version-resolver-ops-address", a.resolver, "--hostedcluster-applier-ops-address", a.applier,
-		"--hivelocity-provisioner-ops-address", a.provisioner,
+		"--hivelocity-provisioner-ops-address", a.provisioner, "--cluster-placer-ops-address", a.placer,
+		"--mc-b-kube-address", a.kubeB, "--mc-b-etcd-address", a.etcdB, "--mc-b-hypershift-health-address", a.hypershiftB,
+		// Room for every cluster the test has at once (the kills keep six), on both management clusters.
+		"--max-hosted-clusters", "mc-a=10,mc-b=10", "--placement-retry", "500ms",
 		// Fast enough to keep the suite within minutes on two shared cores: a 10-minute reload takes 5 s, a
 		// HyperShift rollout 3 s (long enough to kill the applier in the middle of one).
 		"--time-scale", "120", "--hypershift-delay", "3s", "--poll-interval", "500ms", "--stream-recheck", "2s",
@@ -158,7 +164,8 @@ func freeAddrs(t *testing.T) addrs {
 		return l.Addr().String()
 	}
 	a := addrs{api: next(), health: next(), metrics: next(), kube: next(), etcd: next(), cincinnati: next(),
-		hivelocity: next(), hypershift: next(), resolver: next(), applier: next(), provisioner: next()}
+		hivelocity: next(), hypershift: next(), resolver: next(), applier: next(), provisioner: next(),
+		kubeB: next(), etcdB: next(), hypershiftB: next(), placer: next()}
 	for _, l := range ls {
 		require.NoError(t, l.Close())
 	}
