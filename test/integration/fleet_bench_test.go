@@ -37,7 +37,7 @@ func BenchmarkFleet1000Clusters(b *testing.B) {
 	}
 	applierBin := harness.Build(b, "./cmd/hostedcluster-applier")
 	for range b.N {
-		w := startFleetWorld(b)
+		w := startPlacementWorld(b)
 		started := time.Now()
 		for i := range members {
 			// A tenth of room to spare: the fleet fits, and the least-used rule still decides where.
@@ -93,7 +93,7 @@ func BenchmarkFleet1000Clusters(b *testing.B) {
 
 // startApplierProcess runs the applier binary in fleet mode against w and returns its ops address once it is
 // ready.
-func startApplierProcess(tb testing.TB, bin string, w *fleetWorld) string {
+func startApplierProcess(tb testing.TB, bin string, w *placementWorld) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

@@ -2,14 +2,10 @@ package integration
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,27 +29,29 @@ import (
 // fleetNamespace is where every management cluster of a fleet world keeps its HostedClusters (the kind's default).
 const fleetNamespace = "clusters"
 
-// fleetWorld is the placement loop on one machine: the API requiring the placer and the applier on clusters and
+// placementWorld is the placement loop on one machine: the API requiring the placer and the applier on clusters and
 // the applier on management clusters, the version resolver on a Cincinnati simulator, and any number of
 // management clusters, each a real kube-apiserver with HyperShift's CRDs and its own hypershift-sim, reached
 // through the applier's credentials directory.
-type fleetWorld struct {
+type placementWorld struct {
 	api     *apiServer
 	sim     *simServer
 	creds   string // the applier's --management-cluster-credentials
 	pull    string
-	members map[string]*fleetMember
+	members map[string]*placementMember
 }
 
-// fleetMember is one management cluster of a fleet world.
-type fleetMember struct {
+// placementMember is one management cluster of a fleet world.
+type placementMember struct {
 	env *kubeenv.Env
 	// proxy stands between the applier and the kube-apiserver when the member was added behind one; closing it
 	// makes the management cluster unreachable.
 	proxy *tcpProxy
+	// down is set once the test has cut the proxy: the management cluster is unreachable.
+	down bool
 }
 
-func startFleetWorld(tb testing.TB) *fleetWorld {
+func startPlacementWorld(tb testing.TB) *placementWorld {
 	tb.Helper()
 	s := startServerWith(tb, map[string][]string{"versionstream": {versionresolver.Name},
 		"cluster": {placement.Name, hostedcluster.Name}, "managementcluster": {hostedcluster.Name}})
@@ -61,15 +59,24 @@ func startFleetWorld(tb testing.TB) *fleetWorld {
 	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
 		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond, RolloutInterval: 200 * time.Millisecond,
 		Applier: hostedcluster.Name})
-	w := &fleetWorld{api: s, sim: sim, creds: tb.TempDir(), pull: filepath.Join(tb.TempDir(), "pull-secret.json"),
-		members: map[string]*fleetMember{}}
+	w := &placementWorld{api: s, sim: sim, creds: tb.TempDir(), pull: filepath.Join(tb.TempDir(), "pull-secret.json"),
+		members: map[string]*placementMember{}}
 	require.NoError(tb, os.WriteFile(w.pull, []byte(`{"auths":{}}`), 0o600))
 	return w
 }
 
-// addManagementCluster starts a kube-apiserver with hypershift-sim, writes its kubeconfig into the credentials
-// directory under name (through a proxy when proxied) and registers it with the API.
-func (w *fleetWorld) addManagementCluster(tb testing.TB, name string, max int, proxied bool) *fleetMember {
+// addManagementCluster starts a management cluster (startManagementCluster) and registers it with the API.
+func (w *placementWorld) addManagementCluster(tb testing.TB, name string, max int, proxied bool) *placementMember {
+	tb.Helper()
+	m := w.startManagementCluster(tb, name, proxied)
+	createManagementCluster(tb, w.api, name, max, nil)
+	return m
+}
+
+// startManagementCluster starts a kube-apiserver with hypershift-sim and writes its kubeconfig into the
+// credentials directory under name (through a proxy when proxied). Start every management cluster before the
+// applier: the test's end then stops the applier, and its watches, before the kube-apiservers they watch.
+func (w *placementWorld) startManagementCluster(tb testing.TB, name string, proxied bool) *placementMember {
 	tb.Helper()
 	env := kubeenv.Start(tb)
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": fleetNamespace}}}
@@ -78,7 +85,7 @@ func (w *fleetWorld) addManagementCluster(tb testing.TB, name string, max int, p
 	hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: fleetNamespace, Delay: 100 * time.Millisecond,
 		DeletionDelay: 100 * time.Millisecond, CreateSecrets: true, Logger: testLogger()})
 	runInBackground(tb, hs.Run)
-	m := &fleetMember{env: env}
+	m := &placementMember{env: env}
 	kubeconfig := env.Kubeconfig
 	if proxied {
 		m.proxy = startTCPProxy(tb, env.Config.Host)
@@ -91,12 +98,11 @@ func (w *fleetWorld) addManagementCluster(tb testing.TB, name string, max int, p
 		require.NoError(tb, err)
 	}
 	require.NoError(tb, os.WriteFile(filepath.Join(w.creds, name), kubeconfig, 0o600))
-	createManagementCluster(tb, w.api, name, max, nil)
 	w.members[name] = m
 	return m
 }
 
-func (w *fleetWorld) startApplier(tb testing.TB) *hostedcluster.Adapter {
+func (w *placementWorld) startApplier(tb testing.TB) *hostedcluster.Adapter {
 	tb.Helper()
 	a, err := hostedcluster.NewFleet(runtimeConfig(tb, w.api, hostedcluster.Name), hostedcluster.Options{
 		CredentialsDir: w.creds, PullSecretFile: w.pull, ProgressInterval: time.Second, SyncTimeout: time.Minute,
@@ -106,16 +112,18 @@ func (w *fleetWorld) startApplier(tb testing.TB) *hostedcluster.Adapter {
 	return a
 }
 
-func (w *fleetWorld) startPlacer(tb testing.TB) *placement.Adapter {
+func (w *placementWorld) startPlacer(tb testing.TB) *placement.Adapter {
 	tb.Helper()
-	p, err := placement.New(runtimeConfig(tb, w.api, placement.Name), placement.Options{RetryInterval: 300 * time.Millisecond}, testLogger())
+	o := placement.DefaultOptions()
+	o.RetryInterval, o.FinalizeInterval = 300*time.Millisecond, 300*time.Millisecond
+	p, err := placement.New(runtimeConfig(tb, w.api, placement.Name), o, testLogger())
 	require.NoError(tb, err)
 	runInBackground(tb, p.Run)
 	return p
 }
 
 // createClusters creates count clusters named prefix-NN at once.
-func (w *fleetWorld) createClusters(tb testing.TB, prefix string, from, count int) {
+func (w *placementWorld) createClusters(tb testing.TB, prefix string, from, count int) {
 	tb.Helper()
 	var g errgroup.Group
 	g.SetLimit(16)
@@ -131,17 +139,17 @@ func (w *fleetWorld) createClusters(tb testing.TB, prefix string, from, count in
 	require.NoError(tb, g.Wait())
 }
 
-// fleetCluster is a cluster with the placer's and the applier's reports.
-type fleetCluster struct {
+// placedCluster is a cluster with the placer's and the applier's reports.
+type placedCluster struct {
 	cluster           api.Cluster
 	placer, applier   *api.AdapterStatus
 	managementCluster string // where the placer placed it, "" while it is not placed
 }
 
 // clusters lists every live cluster with both adapters' reports.
-func (w *fleetWorld) clusters(tb testing.TB) map[string]fleetCluster {
+func (w *placementWorld) clusters(tb testing.TB) map[string]placedCluster {
 	tb.Helper()
-	out := map[string]fleetCluster{}
+	out := map[string]placedCluster{}
 	var after *string
 	for {
 		resp, err := w.api.ListClustersWithResponse(ctxFor(tb), &api.ListClustersParams{Size: ptr(500), After: after,
@@ -149,12 +157,12 @@ func (w *fleetWorld) clusters(tb testing.TB) map[string]fleetCluster {
 		require.NoError(tb, err)
 		require.Equal(tb, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
 		for _, c := range resp.JSON200.Items {
-			fc := fleetCluster{cluster: c}
+			fc := placedCluster{cluster: c}
 			for _, st := range deref(c.AdapterStatuses) {
 				switch st.Adapter {
 				case placement.Name:
 					fc.placer = &st
-					if mc, ok := deref(st.Data)["management_cluster"].(string); ok {
+					if mc, ok := st.Data["management_cluster"].(string); ok {
 						fc.managementCluster = mc
 					}
 				case hostedcluster.Name:
@@ -171,7 +179,7 @@ func (w *fleetWorld) clusters(tb testing.TB) map[string]fleetCluster {
 }
 
 // placedCounts returns how many clusters are placed on each management cluster, and how many wait for room.
-func placedCounts(clusters map[string]fleetCluster) (map[string]int, int) {
+func placedCounts(clusters map[string]placedCluster) (map[string]int, int) {
 	counts, waiting := map[string]int{}, 0
 	for _, c := range clusters {
 		if c.managementCluster == "" {
@@ -184,9 +192,9 @@ func placedCounts(clusters map[string]fleetCluster) (map[string]int, int) {
 }
 
 // waitAll waits up to d until every live cluster satisfies cond, and returns them then.
-func (w *fleetWorld) waitAll(tb testing.TB, d time.Duration, what string, want int, cond func(fleetCluster) bool) map[string]fleetCluster {
+func (w *placementWorld) waitAll(tb testing.TB, d time.Duration, what string, want int, cond func(placedCluster) bool) map[string]placedCluster {
 	tb.Helper()
-	var last map[string]fleetCluster
+	var last map[string]placedCluster
 	waitWithin(tb, d, what, func() bool {
 		last = w.clusters(tb)
 		if len(last) != want {
@@ -202,14 +210,14 @@ func (w *fleetWorld) waitAll(tb testing.TB, d time.Duration, what string, want i
 	return last
 }
 
-func ready(c fleetCluster) bool { return c.cluster.Status.Phase == api.ResourceStatusPhaseReady }
+func ready(c placedCluster) bool { return c.cluster.Status.Phase == api.ResourceStatusPhaseReady }
 
-func noCapacity(c fleetCluster) bool {
-	return c.placer != nil && conditionIs(c.placer, "Placed", api.False, "NoCapacity")
+func noCapacity(c placedCluster) bool {
+	return c.placer != nil && conditionIs(c.placer, "Placed", api.ConditionStatusFalse, "NoCapacity")
 }
 
 // hostedClusterOn reports whether the management cluster holds the HostedCluster of the cluster named name.
-func (m *fleetMember) hostedClusterOn(tb testing.TB, name string) bool {
+func (m *placementMember) hostedClusterOn(tb testing.TB, name string) bool {
 	tb.Helper()
 	_, err := m.env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(fleetNamespace).Get(ctxFor(tb), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -221,11 +229,11 @@ func (m *fleetMember) hostedClusterOn(tb testing.TB, name string) bool {
 
 // checkHostedWhereReported checks that each placed cluster's HostedCluster is on the management cluster its
 // placement names and on no other.
-func (w *fleetWorld) checkHostedWhereReported(tb testing.TB, clusters map[string]fleetCluster) {
+func (w *placementWorld) checkHostedWhereReported(tb testing.TB, clusters map[string]placedCluster) {
 	tb.Helper()
 	for name, c := range clusters {
 		for mc, m := range w.members {
-			if m.proxy != nil && m.proxy.closed() {
+			if m.down {
 				continue
 			}
 			require.Equal(tb, mc == c.managementCluster, m.hostedClusterOn(tb, name),
@@ -234,7 +242,7 @@ func (w *fleetWorld) checkHostedWhereReported(tb testing.TB, clusters map[string
 	}
 }
 
-func (w *fleetWorld) patchManagementCluster(tb testing.TB, name, patch string) {
+func (w *placementWorld) patchManagementCluster(tb testing.TB, name, patch string) {
 	tb.Helper()
 	mc := w.managementCluster(tb, name)
 	resp, err := w.api.PatchManagementClusterWithBodyWithResponse(ctxFor(tb), mc.Id, nil, "application/merge-patch+json", strings.NewReader(patch))
@@ -242,7 +250,7 @@ func (w *fleetWorld) patchManagementCluster(tb testing.TB, name, patch string) {
 	require.Equal(tb, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
 }
 
-func (w *fleetWorld) managementCluster(tb testing.TB, name string) api.ManagementCluster {
+func (w *placementWorld) managementCluster(tb testing.TB, name string) api.ManagementCluster {
 	tb.Helper()
 	resp, err := w.api.ListManagementClustersWithResponse(ctxFor(tb), &api.ListManagementClustersParams{Search: ptr(api.Search("name = '" + name + "'"))})
 	require.NoError(tb, err)
@@ -254,7 +262,7 @@ func (w *fleetWorld) managementCluster(tb testing.TB, name string) api.Managemen
 // TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots: the issue's spread, cordon and delete, on three real
 // kube-apiservers of capacities 10, 20 and 30.
 func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
-	w := startFleetWorld(t)
+	w := startPlacementWorld(t)
 	for i, capacity := range []int{10, 20, 30} {
 		w.addManagementCluster(t, fmt.Sprintf("mc-%c", 'a'+i), capacity, false)
 	}
@@ -286,7 +294,7 @@ func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
 
 	// A 61st has no room and says so, with each management cluster's reason.
 	w.createClusters(t, "extra", 0, 1)
-	clusters = w.waitAll(t, time.Minute, "the 61st to report NoCapacity", 61, func(c fleetCluster) bool {
+	clusters = w.waitAll(t, time.Minute, "the 61st to report NoCapacity", 61, func(c placedCluster) bool {
 		return c.cluster.Name != "extra-000" || noCapacity(c)
 	})
 	msg := deref(conditionNamed(t, clusters["extra-000"].placer, "Placed").Message)
@@ -295,7 +303,7 @@ func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
 	}
 
 	// Deleting a cluster on mc-a removes its HostedCluster from mc-a, frees the slot, and the waiting one takes it.
-	var victim fleetCluster
+	var victim placedCluster
 	for _, c := range clusters {
 		if c.managementCluster == "mc-a" {
 			victim = c
@@ -305,7 +313,7 @@ func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
 	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), victim.cluster.Id)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, del.StatusCode())
-	clusters = w.waitAll(t, 3*time.Minute, "the waiting cluster placed where the deleted one was", 60, func(c fleetCluster) bool {
+	clusters = w.waitAll(t, 3*time.Minute, "the waiting cluster placed where the deleted one was", 60, func(c placedCluster) bool {
 		return c.cluster.Name != "extra-000" || (c.managementCluster == "mc-a" && ready(c))
 	})
 	require.False(t, w.members["mc-a"].hostedClusterOn(t, victim.cluster.Name), "the deleted cluster's HostedCluster is gone from mc-a")
@@ -321,40 +329,51 @@ func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
 
 // TestFleetNeverOvershootsAndSurvivesAnOutage: the issue's no-overshoot and outage, on three real kube-apiservers.
 func TestFleetNeverOvershootsAndSurvivesAnOutage(t *testing.T) {
-	w := startFleetWorld(t)
+	w := startPlacementWorld(t)
 	w.addManagementCluster(t, "mc-a", 15, true)
 	w.addManagementCluster(t, "mc-b", 25, false)
+	w.startManagementCluster(t, "mc-c", false) // registered only once the first two are full
 	w.startApplier(t)
 	w.startPlacer(t)
 
 	// 50 creates at once against 40 free slots: exactly 40 placed, and 10 say why not.
 	w.createClusters(t, "rush", 0, 50)
-	clusters := w.waitAll(t, 3*time.Minute, "40 Ready and 10 NoCapacity", 50, func(c fleetCluster) bool { return ready(c) || noCapacity(c) })
+	clusters := w.waitAll(t, 3*time.Minute, "40 Ready and 10 NoCapacity", 50, func(c placedCluster) bool { return ready(c) || noCapacity(c) })
 	counts, waiting := placedCounts(clusters)
 	require.Equal(t, map[string]int{"mc-a": 15, "mc-b": 25}, counts, "never more than capacity")
 	require.Equal(t, 10, waiting)
 	w.checkHostedWhereReported(t, clusters)
 
 	// Capacity appears: the ten are placed on the new management cluster.
-	w.addManagementCluster(t, "mc-c", 20, false)
+	createManagementCluster(t, w.api, "mc-c", 20, nil)
 	clusters = w.waitAll(t, 3*time.Minute, "all 50 Ready", 50, ready)
 	counts, _ = placedCounts(clusters)
 	require.Equal(t, map[string]int{"mc-a": 15, "mc-b": 25, "mc-c": 10}, counts)
 
 	// mc-a goes away: its clusters say so, and the others still roll to a new release and stay Ready.
-	w.members["mc-a"].proxy.close()
-	clusters = w.waitAll(t, 2*time.Minute, "mc-a's clusters Unknown/ManagementClusterUnreachable", 50, func(c fleetCluster) bool {
-		return c.managementCluster != "mc-a" || (c.applier != nil && conditionIs(c.applier, "Available", api.Unknown, "ManagementClusterUnreachable"))
+	w.members["mc-a"].proxy.cut()
+	w.members["mc-a"].down = true
+	clusters = w.waitAll(t, 2*time.Minute, "mc-a's clusters Unknown/ManagementClusterUnreachable", 50, func(c placedCluster) bool {
+		return c.managementCluster != "mc-a" || (c.applier != nil && conditionIs(c.applier, "Available", api.ConditionStatusUnknown, "ManagementClusterUnreachable"))
 	})
 	require.NoError(t, w.sim.sim.Publish("stable-4.16", "amd64", "4.16.3", cincinnatisim.PayloadFor("4.16.3", "amd64")))
-	w.waitAll(t, 3*time.Minute, "the clusters on mc-b and mc-c at 4.16.3 and Ready", 50, func(c fleetCluster) bool {
+	w.waitAll(t, 3*time.Minute, "the clusters on mc-b and mc-c at 4.16.3 and Ready", 50, func(c placedCluster) bool {
 		if c.managementCluster == "mc-a" {
-			return c.applier != nil && conditionIs(c.applier, "Available", api.Unknown, "ManagementClusterUnreachable")
+			return c.applier != nil && conditionIs(c.applier, "Available", api.ConditionStatusUnknown, "ManagementClusterUnreachable")
 		}
-		return ready(c) && c.applier != nil && deref(c.applier.Data)["current_version"] == "4.16.3"
+		return ready(c) && c.applier != nil && c.applier.Data["current_version"] == "4.16.3"
 	})
-	mcA := w.managementCluster(t, "mc-a")
-	require.NotEqual(t, api.ResourceStatusPhaseReady, mcA.Status.Phase, "the management cluster itself reports the outage")
+	waitWithin(t, time.Minute, "mc-a itself to report the outage", func() bool {
+		return w.managementCluster(t, "mc-a").Status.Phase != api.ResourceStatusPhaseReady
+	})
+
+	// Back again, its clusters catch up with the release the others already run.
+	w.members["mc-a"].proxy.restore()
+	w.members["mc-a"].down = false
+	clusters = w.waitAll(t, 3*time.Minute, "every cluster at 4.16.3 and Ready", 50, func(c placedCluster) bool {
+		return ready(c) && c.applier != nil && c.applier.Data["current_version"] == "4.16.3"
+	})
+	w.checkHostedWhereReported(t, clusters)
 }
 
 // conditionNamed returns the report's condition of that type, failing if absent.
@@ -368,83 +387,4 @@ func conditionNamed(tb testing.TB, st *api.AdapterStatus, typ string) api.Condit
 	}
 	require.Failf(tb, "no condition", "the report of %s has no %s condition: %+v", st.Adapter, typ, st.Conditions)
 	return api.Condition{}
-}
-
-// tcpProxy forwards connections to a kube-apiserver until closed; closing it also cuts the connections it carries,
-// so the management cluster behind it is unreachable, not merely slow.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	done   bool
-}
-
-func startTCPProxy(tb testing.TB, target string) *tcpProxy {
-	tb.Helper()
-	u, err := urlHost(target)
-	require.NoError(tb, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	p := &tcpProxy{ln: ln, target: u}
-	go p.serve()
-	tb.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.done {
-			p.mu.Unlock()
-			_, _ = in.Close(), out.Close()
-			return
-		}
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-	}
-}
-
-func (p *tcpProxy) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done {
-		return
-	}
-	p.done = true
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-func (p *tcpProxy) closed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
-}
-
-// urlHost returns host:port of a kube-apiserver's URL.
-func urlHost(server string) (string, error) {
-	u, err := url.Parse(server)
-	if err != nil {
-		return "", fmt.Errorf("kube-apiserver address %q: %w", server, err)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("kube-apiserver address %q has no host", server)
-	}
-	return u.Host, nil
 }
