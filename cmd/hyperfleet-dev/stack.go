@@ -230,8 +230,9 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 			Env: []string{"HYPERFLEET_K8S_ASSETS=" + s.cfg.kubeAssets}})
 		kubeDeps = []string{compKubeAssets}
 	}
-	for _, sp := range s.managementClusterSpecs(kubeDeps) {
-		add(sp)
+	mcSpecs := s.managementClusterSpecs(kubeDeps)
+	for i := range mcSpecs {
+		add(mcSpecs[i])
 	}
 
 	add(supervisor.Spec{Name: compCincinnati, Command: s.bin(compCincinnati),

@@ -28,7 +28,7 @@ const (
 		"name": "prod-east", "labels": {}, "generation": 1, "resource_version": "3",
 		"spec": {"version_stream": "stable-4-16", "paused": true, "hosted_cluster": {"dns": {"base_domain": "example.com"}}},
 		"status": {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "AdaptersMissing"}, {"type": "Available", "status": "Unknown"},
-			{"type": "ClusterPlacerAvailable", "status": "False", "reason": "NoCapacity", "message": "mc-a: full (2/2 hosted clusters); mc-b: cordoned"}]},
+			{"type": "ClusterPlacerAvailable", "status": "False", "reason": "NoCapacity", "message": "no management cluster fits: mc-a: full (2/2 hosted clusters); mc-b: cordoned"}]},
 		"created_time": "2026-01-01T01:00:00Z", "updated_time": "2026-01-01T01:00:00Z", "created_by": "bob", "updated_by": "bob",
 		"adapter_statuses": [{"adapter": "hostedcluster-applier", "observed_generation": 1, "conditions": [],
 			"data": {"current_version": "4.16.2", "target_version": "4.16.5", "upgrade_state": "Partial", "upgrade_version": "4.16.5"},

@@ -130,7 +130,7 @@ func walkthrough(t *testing.T, s *system) {
 func killsMidFlow(t *testing.T, s *system) {
 	// Devices of a region of their own, so that these pools never meet the walk-through's.
 	var spares []hivelocitysim.Device
-	for i := range int32(15) {
+	for i := range int32(18) { // three for each of the six pools below
 		spares = append(spares, hivelocitysim.Device{ID: 9001 + i, LocationName: "E2E1", ProductID: hivelocitysim.DemoProductWorker,
 			OSName: "Ubuntu 20.x", Tags: []string{hivelocitysim.TagUseAllow, hivelocitysim.TagDeviceTypePrefix + hivelocitysim.DemoTypeWorker}})
 	}
