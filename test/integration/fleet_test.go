@@ -66,10 +66,10 @@ func startPlacementWorld(tb testing.TB) *placementWorld {
 }
 
 // addManagementCluster starts a management cluster (startManagementCluster) and registers it with the API.
-func (w *placementWorld) addManagementCluster(tb testing.TB, name string, max int, proxied bool) *placementMember {
+func (w *placementWorld) addManagementCluster(tb testing.TB, name string, capacity int, proxied bool) *placementMember {
 	tb.Helper()
 	m := w.startManagementCluster(tb, name, proxied)
-	createManagementCluster(tb, w.api, name, max, nil)
+	createManagementCluster(tb, w.api, name, capacity, nil)
 	return m
 }
 
@@ -252,7 +252,7 @@ func (w *placementWorld) patchManagementCluster(tb testing.TB, name, patch strin
 
 func (w *placementWorld) managementCluster(tb testing.TB, name string) api.ManagementCluster {
 	tb.Helper()
-	resp, err := w.api.ListManagementClustersWithResponse(ctxFor(tb), &api.ListManagementClustersParams{Search: ptr(api.Search("name = '" + name + "'"))})
+	resp, err := w.api.ListManagementClustersWithResponse(ctxFor(tb), &api.ListManagementClustersParams{Search: ptr("name = '" + name + "'")})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
 	require.Len(tb, resp.JSON200.Items, 1)
@@ -353,7 +353,7 @@ func TestFleetNeverOvershootsAndSurvivesAnOutage(t *testing.T) {
 	// mc-a goes away: its clusters say so, and the others still roll to a new release and stay Ready.
 	w.members["mc-a"].proxy.cut()
 	w.members["mc-a"].down = true
-	clusters = w.waitAll(t, 2*time.Minute, "mc-a's clusters Unknown/ManagementClusterUnreachable", 50, func(c placedCluster) bool {
+	w.waitAll(t, 2*time.Minute, "mc-a's clusters Unknown/ManagementClusterUnreachable", 50, func(c placedCluster) bool {
 		return c.managementCluster != "mc-a" || (c.applier != nil && conditionIs(c.applier, "Available", api.ConditionStatusUnknown, "ManagementClusterUnreachable"))
 	})
 	require.NoError(t, w.sim.sim.Publish("stable-4.16", "amd64", "4.16.3", cincinnatisim.PayloadFor("4.16.3", "amd64")))

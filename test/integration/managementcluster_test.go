@@ -21,11 +21,12 @@ const (
 	applierAdapter = "hostedcluster-applier"
 )
 
-// createManagementCluster registers a management cluster of capacity max with credentials named after it.
-func createManagementCluster(tb testing.TB, s *apiServer, name string, max int, labels map[string]string) *api.ManagementCluster {
+// createManagementCluster registers a management cluster with room for capacity hosted clusters and credentials
+// named after it.
+func createManagementCluster(tb testing.TB, s *apiServer, name string, capacity int, labels map[string]string) *api.ManagementCluster {
 	tb.Helper()
 	create := api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
-		Capacity: api.ManagementClusterCapacity{MaxHostedClusters: max}, Credentials: api.ManagementClusterCredentials{Kubeconfig: name}}}
+		Capacity: api.ManagementClusterCapacity{MaxHostedClusters: capacity}, Credentials: api.ManagementClusterCredentials{Kubeconfig: name}}}
 	if labels != nil {
 		create.Labels = ptr(api.Labels(labels))
 	}
