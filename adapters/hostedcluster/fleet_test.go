@@ -360,3 +360,24 @@ func TestFleetMemberLifecycle(t *testing.T) {
 	require.Empty(t, f.members)
 	f.mu.Unlock()
 }
+
+// NewFleet refuses a credentials directory that is not one, before it builds anything.
+func TestNewFleetNeedsACredentialsDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(file, []byte("kubeconfig"), 0o600))
+	tests := []struct {
+		name, dir, want string
+	}{
+		{"none", "", "--management-cluster-credentials is required"},
+		{"missing", filepath.Join(t.TempDir(), "missing"), "no such file or directory"},
+		{"a file", file, "is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.CredentialsDir = tt.dir
+			_, err := NewFleet(adapter.Defaults(Name, "127.0.0.1:0"), o, discard())
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}

@@ -23,22 +23,22 @@ import (
 	"github.com/hyperfleet/hyperfleet/test/kubeenv"
 )
 
-// fleetWorld is the applier serving two management clusters: the API, the version resolver on a Cincinnati
+// applierFleet is the applier serving two management clusters: the API, the version resolver on a Cincinnati
 // simulator, and two real kube-apiservers, each with HyperShift's CRDs and hypershift-sim, reached through a TCP
 // proxy that the test can cut. The test stands in for the cluster-placer: it posts the placer's report itself.
-type fleetWorld struct {
+type applierFleet struct {
 	api  *apiServer
-	mcs  map[string]*fleetMember
+	mcs  map[string]*applierFleetMC
 	pull string
 	// credentials is the applier's --management-cluster-credentials: a kubeconfig per ManagementCluster.
 	credentials string
 }
 
-// fleetMember is one management cluster of the world.
-type fleetMember struct {
+// applierFleetMC is one management cluster of the world.
+type applierFleetMC struct {
 	env       *kubeenv.Env
 	namespace string
-	proxy     *tcpProxy
+	proxy     *cuttableProxy
 	id        api.ManagementclusterId
 }
 
@@ -49,7 +49,7 @@ const (
 	mcCapacity = 3
 )
 
-func startFleetWorld(tb testing.TB) *fleetWorld {
+func startApplierFleet(tb testing.TB) *applierFleet {
 	tb.Helper()
 	s := startServerWith(tb, map[string][]string{"versionstream": {versionresolver.Name}, "cluster": {hostedcluster.Name},
 		"managementcluster": {hostedcluster.Name}})
@@ -57,11 +57,11 @@ func startFleetWorld(tb testing.TB) *fleetWorld {
 	startResolver(tb, s, sim, versionresolver.Options{CincinnatiURL: sim.url(), CincinnatiTimeout: time.Second,
 		RecheckAfter: 200 * time.Millisecond, RetryAfter: 200 * time.Millisecond, RolloutInterval: 200 * time.Millisecond,
 		Applier: hostedcluster.Name})
-	w := &fleetWorld{api: s, mcs: map[string]*fleetMember{}, credentials: tb.TempDir(), pull: filepath.Join(tb.TempDir(), "pull-secret.json")}
+	w := &applierFleet{api: s, mcs: map[string]*applierFleetMC{}, credentials: tb.TempDir(), pull: filepath.Join(tb.TempDir(), "pull-secret.json")}
 	require.NoError(tb, os.WriteFile(w.pull, []byte(`{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}`), 0o600))
 	for _, name := range []string{mcA, mcB} {
 		env := kubeenv.Start(tb)
-		m := &fleetMember{env: env, namespace: env.Namespace(tb, "clusters"), proxy: startTCPProxy(tb, env.Config.Host)}
+		m := &applierFleetMC{env: env, namespace: env.Namespace(tb, "clusters"), proxy: startCuttableProxy(tb, env.Config.Host)}
 		hs := hypershiftsim.New(env.Dynamic, hypershiftsim.Options{Namespace: m.namespace, Delay: 300 * time.Millisecond,
 			DeletionDelay: 200 * time.Millisecond, CreateSecrets: true, Logger: testLogger()})
 		runInBackground(tb, hs.Run)
@@ -92,11 +92,11 @@ func startFleetWorld(tb testing.TB) *fleetWorld {
 
 // createManagementCluster creates the ManagementCluster name (its credentials file named after it), with the
 // namespace of the world's member of that name if there is one.
-func (w *fleetWorld) createManagementCluster(tb testing.TB, name string) {
+func (w *applierFleet) createManagementCluster(tb testing.TB, name string) {
 	tb.Helper()
 	m := w.mcs[name]
 	if m == nil {
-		m = &fleetMember{namespace: "clusters"}
+		m = &applierFleetMC{namespace: "clusters"}
 		w.mcs[name] = m
 	}
 	resp, err := w.api.CreateManagementClusterWithResponse(ctxFor(tb), api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
@@ -122,7 +122,7 @@ func placer(tb testing.TB) api.ReportedReference {
 }
 
 // place posts the placer's report that puts c on the management cluster mc.
-func (w *fleetWorld) place(tb testing.TB, c *api.Cluster, mc string) {
+func (w *applierFleet) place(tb testing.TB, c *api.Cluster, mc string) {
 	tb.Helper()
 	ref := placer(tb)
 	rep := report(ref.Adapter, c.Generation, time.Now(), cond("Available", "True", "Placed"), cond("Placed", "True", "Placed"))
@@ -132,7 +132,7 @@ func (w *fleetWorld) place(tb testing.TB, c *api.Cluster, mc string) {
 }
 
 // hostedClusterOn returns whether the management cluster mc has the HostedCluster name.
-func (w *fleetWorld) hostedClusterOn(tb testing.TB, mc, name string) bool {
+func (w *applierFleet) hostedClusterOn(tb testing.TB, mc, name string) bool {
 	tb.Helper()
 	m := w.mcs[mc]
 	_, err := m.env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(m.namespace).Get(ctxFor(tb), name, metav1.GetOptions{})
@@ -140,7 +140,7 @@ func (w *fleetWorld) hostedClusterOn(tb testing.TB, mc, name string) bool {
 }
 
 // mcReport returns the applier's report on the management cluster mc, or nil before its first.
-func (w *fleetWorld) mcReport(tb testing.TB, mc string) *api.AdapterStatus {
+func (w *applierFleet) mcReport(tb testing.TB, mc string) *api.AdapterStatus {
 	tb.Helper()
 	resp, err := w.api.ListManagementClusterStatusesWithResponse(ctxFor(tb), w.mcs[mc].id)
 	require.NoError(tb, err)
@@ -169,7 +169,7 @@ func waitForApplier(tb testing.TB, s *apiServer, c *api.Cluster, what string, ok
 // its HostedCluster on its management cluster; a management cluster nothing is placed on any more can be deleted,
 // and the applier lets it go.
 func TestHostedClusterFleetAppliesWherePlaced(t *testing.T) {
-	w := startFleetWorld(t)
+	w := startApplierFleet(t)
 
 	onB := createClusterNamed(t, w.api, "lands-on-b", "ocp-4-16", nil)
 	waitForApplier(t, w.api, onB, "waits for its placement", func(st *api.AdapterStatus) bool {
@@ -241,7 +241,7 @@ func TestHostedClusterFleetAppliesWherePlaced(t *testing.T) {
 // ManagementClusterUnreachable, and its report says Unreachable, while the other management cluster's clusters stay
 // Available and new ones are still applied there; once it answers again, its clusters are Available again.
 func TestHostedClusterFleetUnreachableManagementCluster(t *testing.T) {
-	w := startFleetWorld(t)
+	w := startApplierFleet(t)
 	onA := createClusterNamed(t, w.api, "stays-up", "ocp-4-16", nil)
 	onB := createClusterNamed(t, w.api, "cut-off", "ocp-4-16", nil)
 	w.place(t, onA, mcA)
@@ -278,7 +278,7 @@ func TestHostedClusterFleetUnreachableManagementCluster(t *testing.T) {
 // A ManagementCluster whose credentials file is missing or is no kubeconfig is reported so, and so are the clusters
 // placed on it; the applier goes on serving the others.
 func TestHostedClusterFleetManagementClusterWithoutCredentials(t *testing.T) {
-	w := startFleetWorld(t)
+	w := startApplierFleet(t)
 	tests := []struct {
 		mc         string
 		kubeconfig []byte // nil: no file
@@ -314,9 +314,9 @@ func availableIs(st *api.AdapterStatus, status api.ConditionStatus) bool {
 	return c != nil && c.Status == status
 }
 
-// tcpProxy forwards connections to a target until cut: then it drops the connections it carries and refuses new
+// cuttableProxy forwards connections to a target until cut: then it drops the connections it carries and refuses new
 // ones (a management cluster's network gone) until restored.
-type tcpProxy struct {
+type cuttableProxy struct {
 	ln     net.Listener
 	target string
 
@@ -325,15 +325,15 @@ type tcpProxy struct {
 	conns map[net.Conn]struct{}
 }
 
-// startTCPProxy forwards a loopback port to target (host:port, or a URL's host); the test's end stops it.
-func startTCPProxy(tb testing.TB, target string) *tcpProxy {
+// startCuttableProxy forwards a loopback port to target (host:port, or a URL's host); the test's end stops it.
+func startCuttableProxy(tb testing.TB, target string) *cuttableProxy {
 	tb.Helper()
 	if u, err := url.Parse(target); err == nil && u.Host != "" {
 		target = u.Host
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &cuttableProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -347,9 +347,9 @@ func startTCPProxy(tb testing.TB, target string) *tcpProxy {
 	return p
 }
 
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+func (p *cuttableProxy) addr() string { return p.ln.Addr().String() }
 
-func (p *tcpProxy) serve() {
+func (p *cuttableProxy) serve() {
 	for {
 		in, err := p.ln.Accept()
 		if err != nil {
@@ -364,7 +364,7 @@ func (p *tcpProxy) serve() {
 }
 
 // track registers a connection; false while the proxy is cut.
-func (p *tcpProxy) track(c net.Conn) bool {
+func (p *cuttableProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down {
@@ -374,7 +374,7 @@ func (p *tcpProxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *tcpProxy) forward(in net.Conn) {
+func (p *cuttableProxy) forward(in net.Conn) {
 	out, err := net.Dial("tcp", p.target)
 	if err != nil || !p.track(out) {
 		_ = in.Close()
@@ -401,7 +401,7 @@ func (p *tcpProxy) forward(in net.Conn) {
 }
 
 // cut drops every connection and refuses new ones.
-func (p *tcpProxy) cut() {
+func (p *cuttableProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = true
@@ -412,7 +412,7 @@ func (p *tcpProxy) cut() {
 }
 
 // restore forwards new connections again.
-func (p *tcpProxy) restore() {
+func (p *cuttableProxy) restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
