@@ -46,7 +46,7 @@ type placementMember struct {
 	env *kubeenv.Env
 	// proxy stands between the applier and the kube-apiserver when the member was added behind one; closing it
 	// makes the management cluster unreachable.
-	proxy *tcpProxy
+	proxy *cuttableProxy
 	// down is set once the test has cut the proxy: the management cluster is unreachable.
 	down bool
 }
@@ -88,7 +88,7 @@ func (w *placementWorld) startManagementCluster(tb testing.TB, name string, prox
 	m := &placementMember{env: env}
 	kubeconfig := env.Kubeconfig
 	if proxied {
-		m.proxy = startTCPProxy(tb, env.Config.Host)
+		m.proxy = startCuttableProxy(tb, env.Config.Host)
 		cfg, err := clientcmd.Load(kubeconfig)
 		require.NoError(tb, err)
 		for _, c := range cfg.Clusters {
