@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -53,16 +52,7 @@ func BenchmarkFleet1000Clusters(b *testing.B) {
 		for name := range w.members {
 			require.NoError(b, os.Rename(w.creds+"/"+name+".held", w.creds+"/"+name))
 		}
-		waitWithin(b, 5*time.Minute, "every management cluster Ready", func() bool {
-			resp, err := w.api.ListManagementClustersWithResponse(ctxFor(b), &api.ListManagementClustersParams{Size: ptr(500)})
-			require.NoError(b, err)
-			for _, mc := range resp.JSON200.Items {
-				if mc.Status.Phase != api.ResourceStatusPhaseReady {
-					return false
-				}
-			}
-			return len(resp.JSON200.Items) == members
-		})
+		w.waitManagementClustersReady(b)
 		withMembers := heapInUse(b, ops)
 		w.startPlacer(b)
 

@@ -112,6 +112,22 @@ func (w *placementWorld) startApplier(tb testing.TB) *hostedcluster.Adapter {
 	return a
 }
 
+// waitManagementClustersReady waits until the applier has reported every registered management cluster usable:
+// until then the placer rightly passes over the ones it has not heard of, and a spread would start lopsided.
+func (w *placementWorld) waitManagementClustersReady(tb testing.TB) {
+	tb.Helper()
+	waitWithin(tb, 2*time.Minute, "every management cluster Ready", func() bool {
+		resp, err := w.api.ListManagementClustersWithResponse(ctxFor(tb), &api.ListManagementClustersParams{Size: ptr(500)})
+		require.NoError(tb, err)
+		for _, mc := range resp.JSON200.Items {
+			if mc.Status.Phase != api.ResourceStatusPhaseReady {
+				return false
+			}
+		}
+		return len(resp.JSON200.Items) > 0
+	})
+}
+
 func (w *placementWorld) startPlacer(tb testing.TB) *placement.Adapter {
 	tb.Helper()
 	o := placement.DefaultOptions()
@@ -267,6 +283,7 @@ func TestFleetSpreadsByCapacityHonoursCordonAndFreesSlots(t *testing.T) {
 		w.addManagementCluster(t, fmt.Sprintf("mc-%c", 'a'+i), capacity, false)
 	}
 	w.startApplier(t)
+	w.waitManagementClustersReady(t)
 	w.startPlacer(t)
 
 	// Half the fleet's room: each management cluster half full.
@@ -334,6 +351,7 @@ func TestFleetNeverOvershootsAndSurvivesAnOutage(t *testing.T) {
 	w.addManagementCluster(t, "mc-b", 25, false)
 	w.startManagementCluster(t, "mc-c", false) // registered only once the first two are full
 	w.startApplier(t)
+	w.waitManagementClustersReady(t)
 	w.startPlacer(t)
 
 	// 50 creates at once against 40 free slots: exactly 40 placed, and 10 say why not.

@@ -193,8 +193,13 @@ func TestWatchWakesDependentsOnTheirStreamsStatusEvent(t *testing.T) {
 		calls, _ := rec.snapshot()
 		return calls["m-one"] == 1 && calls["m-two"] == 1 && calls["s-one"] == 1
 	})
-	ref, found := runner.Referenced(adapter.VersionStreams(), "moving")
-	require.True(t, found, "the dependents watch's list saw the stream")
+	// The clusters' list and the dependents' list run apart: the first can be done before the second.
+	var ref adapter.Reference
+	eventually(t, "the dependents watch's list to see the stream", func() bool {
+		var found bool
+		ref, found = runner.Referenced(adapter.VersionStreams(), "moving")
+		return found
+	})
 	require.Equal(t, cincinnatisim.PayloadFor("4.16.2", "amd64"), ref.Data[versionresolver.DataReleaseImage])
 
 	require.NoError(t, sim.sim.Publish("stable-4.16", "amd64", "4.16.3", cincinnatisim.PayloadFor("4.16.3", "amd64")))
