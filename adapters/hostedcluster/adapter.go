@@ -1,6 +1,7 @@
 package hostedcluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet/hyperfleet/pkg/rollout"
 )
 
@@ -57,8 +59,8 @@ type Options struct {
 	ManagementClusterResync time.Duration
 	// ControlPlaneVCPU and ControlPlaneMemoryGiB are what each hosted cluster counts against a ManagementCluster's
 	// vCPU and memory budgets in its capacity_used (the placer's flags of the same names); zero is the default.
-	ControlPlaneVCPU      float64
-	ControlPlaneMemoryGiB float64
+	ControlPlaneVCPU      int
+	ControlPlaneMemoryGiB int
 }
 
 // managementClusterSpecTTL is how long a replica trusts the ManagementCluster spec it read (for a member's
@@ -102,8 +104,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "longest a management cluster's probe may take")
 	fs.DurationVar(&o.PlacementRetry, "placement-retry", o.PlacementRetry, "how soon a cluster the cluster-placer has not placed yet is looked at again")
 	fs.DurationVar(&o.ManagementClusterResync, "management-cluster-resync", o.ManagementClusterResync, "how often each ManagementCluster's reachability and hosted clusters are reported")
-	fs.Float64Var(&o.ControlPlaneVCPU, "control-plane-vcpu", o.ControlPlaneVCPU, "vCPU each hosted cluster counts against a ManagementCluster's vCPU budget in its capacity_used (as the placer's)")
-	fs.Float64Var(&o.ControlPlaneMemoryGiB, "control-plane-memory-gib", o.ControlPlaneMemoryGiB, "memory (GiB) each hosted cluster counts against a ManagementCluster's memory budget in its capacity_used (as the placer's)")
+	fs.IntVar(&o.ControlPlaneVCPU, "control-plane-vcpu", o.ControlPlaneVCPU, "vCPU each hosted cluster counts against a ManagementCluster's vCPU budget in its capacity_used (as the placer's)")
+	fs.IntVar(&o.ControlPlaneMemoryGiB, "control-plane-memory-gib", o.ControlPlaneMemoryGiB, "memory (GiB) each hosted cluster counts against a ManagementCluster's memory budget in its capacity_used (as the placer's)")
 }
 
 // Adapter is the applier on the shared runtime.
@@ -189,7 +191,7 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	}
 	f := newFleet(fleetConfig{
 		placer: placer, dir: o.CredentialsDir, qps: o.KubeQPS, burst: o.KubeBurst,
-		probeEvery: orDefault(o.ProbeInterval, DefaultProbeInterval), probeFor: orDefault(o.ProbeTimeout, DefaultProbeTimeout),
+		probeEvery: cmp.Or(o.ProbeInterval, DefaultProbeInterval), probeFor: cmp.Or(o.ProbeTimeout, DefaultProbeTimeout),
 		specTTL:   managementClusterSpecTTL,
 		transport: func(rt http.RoundTripper) http.RoundTripper { return runner.ExternalTransport("kubernetes", rt) },
 		wake:      runner.Wake,
@@ -198,9 +200,9 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
-	mcs := &managementClusters{fleet: f, resync: orDefault(o.ManagementClusterResync, DefaultManagementClusterResync),
-		perControlPlane: capacityShare{vcpu: orDefault(o.ControlPlaneVCPU, DefaultControlPlaneVCPU),
-			memoryGiB: orDefault(o.ControlPlaneMemoryGiB, DefaultControlPlaneMemoryGiB)}}
+	mcs := &managementClusters{fleet: f, resync: cmp.Or(o.ManagementClusterResync, DefaultManagementClusterResync),
+		perControlPlane: capacity.ControlPlane{VCPU: cmp.Or(o.ControlPlaneVCPU, DefaultControlPlaneVCPU),
+			MemoryGiB: cmp.Or(o.ControlPlaneMemoryGiB, DefaultControlPlaneMemoryGiB)}}
 	return &Adapter{Runner: runner, reconciler: rec, fleet: f, managementClusters: mcs, syncWait: o.SyncTimeout}, nil
 }
 
@@ -214,8 +216,8 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 	if err != nil {
 		return nil, nil, err
 	}
-	o.ReapplyRate = orDefault(o.ReapplyRate, DefaultReapplyRate)
-	o.ReapplyBurst = orDefault(o.ReapplyBurst, DefaultReapplyBurst)
+	o.ReapplyRate = cmp.Or(o.ReapplyRate, DefaultReapplyRate)
+	o.ReapplyBurst = cmp.Or(o.ReapplyBurst, DefaultReapplyBurst)
 	pacer, err := NewPacer(o.ReapplyRate, o.ReapplyBurst)
 	if err != nil {
 		return nil, nil, err
@@ -230,14 +232,6 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
 		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
 	return runner, rec, nil
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Run lists the management cluster's HostedClusters and Secrets (New), then applies clusters until ctx ends (see

@@ -19,6 +19,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/schedule"
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/kubeenv"
 )
@@ -55,12 +56,12 @@ func TestPlacementOutcome(t *testing.T) {
 }
 
 func TestCapacityUsed(t *testing.T) {
-	share := capacityShare{vcpu: DefaultControlPlaneVCPU, memoryGiB: DefaultControlPlaneMemoryGiB}
+	share := capacity.ControlPlane{VCPU: DefaultControlPlaneVCPU, MemoryGiB: DefaultControlPlaneMemoryGiB}
 	tests := []struct {
-		name     string
-		capacity api.ManagementClusterCapacity
-		hosted   int
-		want     float64
+		name   string
+		budget api.ManagementClusterCapacity
+		hosted int
+		want   float64
 	}{
 		{"empty", api.ManagementClusterCapacity{MaxHostedClusters: 4}, 0, 0},
 		{"by count", api.ManagementClusterCapacity{MaxHostedClusters: 4}, 1, 0.25},
@@ -70,7 +71,7 @@ func TestCapacityUsed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.InDelta(t, tt.want, capacityUsed(tt.capacity, share, tt.hosted), 1e-9)
+			require.InDelta(t, tt.want, capacity.BudgetOf(tt.budget).Used(tt.hosted, share), 1e-9)
 		})
 	}
 }
@@ -78,7 +79,7 @@ func TestCapacityUsed(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func TestManagementClusterOutcome(t *testing.T) {
-	capacity := api.ManagementClusterCapacity{MaxHostedClusters: 4}
+	budget := api.ManagementClusterCapacity{MaxHostedClusters: 4}
 	reachable := probeResult{reachable: true, version: "v1.37.2", hyperShift: true}
 	tests := []struct {
 		name                  string
@@ -113,7 +114,7 @@ func TestManagementClusterOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := mcOutcome(capacity, capacityShare{vcpu: 5, memoryGiB: 18}, tt.obs)
+			got := mcOutcome(budget, capacity.ControlPlane{VCPU: 5, MemoryGiB: 18}, tt.obs)
 			require.Equal(t, tt.available, got.Available.Status)
 			require.Equal(t, tt.reason, got.Available.Reason)
 			require.Equal(t, tt.message, got.Available.Message)
@@ -299,7 +300,7 @@ func TestFleetMemberLifecycle(t *testing.T) {
 		transport: func(rt http.RoundTripper) http.RoundTripper { return rt },
 		wake:      func(*adapter.Kind, string, string) bool { return true }, specTTL: time.Hour}, fake, discard())
 	defer f.close()
-	rec := &managementClusters{fleet: f, resync: time.Minute, perControlPlane: capacityShare{vcpu: 5, memoryGiB: 18}}
+	rec := &managementClusters{fleet: f, resync: time.Minute, perControlPlane: capacity.ControlPlane{VCPU: 5, MemoryGiB: 18}}
 
 	out, err := rec.Reconcile(ctx, mc)
 	require.NoError(t, err)

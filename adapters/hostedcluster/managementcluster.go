@@ -8,6 +8,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
@@ -18,8 +19,8 @@ const DefaultManagementClusterResync = 10 * time.Second
 // Each placed control plane's share of a management cluster's vCPU and memory budgets by default: HyperShift's
 // sizing guide for a highly available hosted control plane (and the placer's defaults).
 const (
-	DefaultControlPlaneVCPU      = 5.0
-	DefaultControlPlaneMemoryGiB = 18.0
+	DefaultControlPlaneVCPU      = capacity.DefaultControlPlaneVCPU
+	DefaultControlPlaneMemoryGiB = capacity.DefaultControlPlaneMemoryGiB
 )
 
 // managementClusters is the applier's reconciler of ManagementClusters: it keeps the fleet's member of each up to
@@ -28,11 +29,8 @@ type managementClusters struct {
 	fleet  *fleet
 	resync time.Duration
 	// perControlPlane is what each hosted cluster counts against the vCPU and memory budgets.
-	perControlPlane capacityShare
+	perControlPlane capacity.ControlPlane
 }
-
-// capacityShare is what one hosted control plane takes of a management cluster.
-type capacityShare struct{ vcpu, memoryGiB float64 }
 
 var _ adapter.Reconciler = (*managementClusters)(nil)
 
@@ -90,8 +88,8 @@ type mcObservation struct {
 
 // mcOutcome is the report on a management cluster: Reachable, HyperShiftInstalled, Available and the capacity
 // data the placer places by. It is pure.
-func mcOutcome(capacity api.ManagementClusterCapacity, share capacityShare, o mcObservation) adapter.Outcome {
-	out := adapter.Outcome{Data: map[string]any{DataMaxHostedClusters: capacity.MaxHostedClusters}}
+func mcOutcome(budget api.ManagementClusterCapacity, cp capacity.ControlPlane, o mcObservation) adapter.Outcome {
+	out := adapter.Outcome{Data: map[string]any{DataMaxHostedClusters: budget.MaxHostedClusters}}
 	unknown := func(typ, reason, message string) conditions.Reported {
 		return conditions.Reported{Type: typ, Status: conditions.Unknown, Reason: reason, Message: message}
 	}
@@ -136,26 +134,10 @@ func mcOutcome(capacity api.ManagementClusterCapacity, share capacityShare, o mc
 		return out
 	}
 	out.Data[DataHostedClusters] = o.hosted
-	out.Data[DataCapacityUsed] = capacityUsed(capacity, share, o.hosted)
+	out.Data[DataCapacityUsed] = capacity.BudgetOf(budget).Used(o.hosted, cp)
 	out.Available = conditions.Reported{Status: conditions.True, Reason: ReasonServing,
-		Message: fmt.Sprintf("%d/%d hosted clusters", o.hosted, capacity.MaxHostedClusters)}
+		Message: fmt.Sprintf("%d/%d hosted clusters", o.hosted, budget.MaxHostedClusters)}
 	return out
-}
-
-// capacityUsed is the share (0–1, more when over) of the fullest budget that hosted control planes take: the
-// count of hosted clusters, and the vCPU and memory budgets when the spec gives them.
-func capacityUsed(capacity api.ManagementClusterCapacity, share capacityShare, hosted int) float64 {
-	used := 0.0
-	if capacity.MaxHostedClusters > 0 {
-		used = float64(hosted) / float64(capacity.MaxHostedClusters)
-	}
-	if capacity.Vcpu != nil && *capacity.Vcpu > 0 {
-		used = max(used, float64(hosted)*share.vcpu/float64(*capacity.Vcpu))
-	}
-	if capacity.MemoryGib != nil && *capacity.MemoryGib > 0 {
-		used = max(used, float64(hosted)*share.memoryGiB/float64(*capacity.MemoryGib))
-	}
-	return used
 }
 
 // placementOutcome is the report of a cluster whose management cluster cannot be used: waiting for the placer,

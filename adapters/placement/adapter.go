@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
@@ -24,8 +25,8 @@ const DefaultApplier = "hostedcluster-applier"
 // Defaults of the placer's settings. A highly available hosted control plane requests about 5 vCPU and 18 GiB
 // (HyperShift's sizing guide).
 const (
-	DefaultControlPlaneVCPU      = 5
-	DefaultControlPlaneMemoryGiB = 18
+	DefaultControlPlaneVCPU      = capacity.DefaultControlPlaneVCPU
+	DefaultControlPlaneMemoryGiB = capacity.DefaultControlPlaneMemoryGiB
 	DefaultRetryInterval         = 3 * time.Second
 	DefaultFinalizeInterval      = 2 * time.Second
 	DefaultPruneInterval         = 5 * time.Minute

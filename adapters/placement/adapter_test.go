@@ -35,8 +35,8 @@ func TestNewRefusesBadSettings(t *testing.T) {
 
 func TestPlacedMetric(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(5), nil, true)
-	f.addMC(t, "mc-b", capacity(5), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(5), nil, true)
+	f.addMC(t, "mc-b", mcWithRoom(5), nil, true)
 	r := newReconciler(f)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, reg.Register(newPlacedCollector(r)))

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 )
 
 // Candidate is one management cluster as a decision sees it: its spec, whether the applier reaches it, and how
@@ -28,15 +30,10 @@ type Candidate struct {
 }
 
 // Capacity is a management cluster's budgets; a zero VCPU or MemoryGiB is no budget of that kind.
-type Capacity struct {
-	MaxHostedClusters int
-	VCPU, MemoryGiB   int
-}
+type Capacity = capacity.Budget
 
 // ControlPlane is what one hosted control plane counts against a management cluster's budgets.
-type ControlPlane struct {
-	VCPU, MemoryGiB int
-}
+type ControlPlane = capacity.ControlPlane
 
 // Want is what a cluster asks of the management cluster it is placed on.
 type Want struct {
@@ -64,7 +61,7 @@ func Choose(candidates []Candidate, want Want) (name string, reasons []string) {
 			continue
 		}
 		// Strictly less: of equal shares the first in name order wins.
-		if s := share(c, want.ControlPlane); best < 0 || s < bestShare {
+		if s := c.Capacity.Used(c.Placed, want.ControlPlane); best < 0 || s < bestShare {
 			best, bestShare = i, s
 		}
 	}
@@ -94,41 +91,7 @@ func refusal(c *Candidate, want Want) string {
 	case !c.Reachable:
 		return fmt.Sprintf("not reachable (%s)", cmp.Or(c.Unreachable, "unknown"))
 	}
-	return full(c, want.ControlPlane)
-}
-
-// full says which budget has no room for one more control plane, or "".
-func full(c *Candidate, cp ControlPlane) string {
-	n := c.Placed + 1
-	switch {
-	case n > c.Capacity.MaxHostedClusters:
-		return fmt.Sprintf("full (%d/%d hosted clusters)", c.Placed, c.Capacity.MaxHostedClusters)
-	case c.Capacity.VCPU > 0 && n*cp.VCPU > c.Capacity.VCPU:
-		return fmt.Sprintf("full (%d/%d vCPU)", c.Placed*cp.VCPU, c.Capacity.VCPU)
-	case c.Capacity.MemoryGiB > 0 && n*cp.MemoryGiB > c.Capacity.MemoryGiB:
-		return fmt.Sprintf("full (%d/%d GiB memory)", c.Placed*cp.MemoryGiB, c.Capacity.MemoryGiB)
-	}
-	return ""
-}
-
-// share is how used c is, 0–1, by its fullest budget. Each ratio is one correctly rounded division of integers,
-// so equal shares (1/3 and 2/6) compare equal and ties go to the name.
-func share(c *Candidate, cp ControlPlane) float64 {
-	s := ratio(c.Placed, c.Capacity.MaxHostedClusters)
-	if c.Capacity.VCPU > 0 {
-		s = max(s, ratio(c.Placed*cp.VCPU, c.Capacity.VCPU))
-	}
-	if c.Capacity.MemoryGiB > 0 {
-		s = max(s, ratio(c.Placed*cp.MemoryGiB, c.Capacity.MemoryGiB))
-	}
-	return s
-}
-
-func ratio(used, budget int) float64 {
-	if budget <= 0 {
-		return 1
-	}
-	return float64(used) / float64(budget)
+	return c.Capacity.Full(c.Placed, want.ControlPlane)
 }
 
 // matches reports whether labels carry every key of selector with its value.

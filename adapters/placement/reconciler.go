@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
+	"github.com/hyperfleet/hyperfleet/pkg/capacity"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
@@ -346,8 +347,7 @@ func candidateOf(it *adapter.Listed, applier string) Candidate {
 	}
 	c.Region = deref(spec.Region)
 	c.Cordoned = spec.Schedulable != nil && !*spec.Schedulable
-	c.Capacity = Capacity{MaxHostedClusters: spec.Capacity.MaxHostedClusters, VCPU: deref(spec.Capacity.Vcpu),
-		MemoryGiB: deref(spec.Capacity.MemoryGib)}
+	c.Capacity = capacity.BudgetOf(spec.Capacity)
 	rep := it.Reports[applier]
 	available := rep.Condition(conditions.Available)
 	switch {

@@ -168,7 +168,8 @@ func (f *fakeAPI) addMC(tb testing.TB, name string, spec api.ManagementClusterSp
 	}
 }
 
-func capacity(n int) api.ManagementClusterSpec {
+// mcWithRoom is a management cluster spec with room for n hosted clusters.
+func mcWithRoom(n int) api.ManagementClusterSpec {
 	return api.ManagementClusterSpec{Capacity: api.ManagementClusterCapacity{MaxHostedClusters: n},
 		Credentials: api.ManagementClusterCredentials{Kubeconfig: "kc"}}
 }
@@ -219,8 +220,8 @@ func placedOn(out adapter.Outcome) string {
 
 func TestReconcilePlacesOnceAndForAll(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(2), nil, true)
-	f.addMC(t, "mc-b", capacity(4), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(2), nil, true)
+	f.addMC(t, "mc-b", mcWithRoom(4), nil, true)
 	r := newReconciler(f)
 
 	one := f.addCluster(t, "c1", nil)
@@ -262,7 +263,7 @@ func TestReconcileSaysWhyNothingFits(t *testing.T) {
 	require.EqualValues(t, 7, out.RequeueAfter)
 
 	gold := map[string]string{"tier": "gold"}
-	region := func(r string) api.ManagementClusterSpec { s := capacity(5); s.Region = &r; return s }
+	region := func(r string) api.ManagementClusterSpec { s := mcWithRoom(5); s.Region = &r; return s }
 	full := region("us-east-1")
 	full.Capacity.MaxHostedClusters = 1
 	f.addMC(t, "mc-a", full, gold, true)
@@ -295,9 +296,9 @@ func TestReconcileSaysWhyNothingFits(t *testing.T) {
 // share one lock.
 func TestReconcileNeverOvershoots(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(5), nil, true)
-	f.addMC(t, "mc-b", capacity(7), nil, true)
-	withBudget := capacity(100)
+	f.addMC(t, "mc-a", mcWithRoom(5), nil, true)
+	f.addMC(t, "mc-b", mcWithRoom(7), nil, true)
+	withBudget := mcWithRoom(100)
 	withBudget.Capacity.Vcpu = ptr(40) // 8 control planes of 5 vCPU
 	f.addMC(t, "mc-c", withBudget, nil, true)
 	r := newReconciler(f)
@@ -335,7 +336,7 @@ func TestReconcileNeverOvershoots(t *testing.T) {
 // after they asked: none acts on a list older than itself.
 func TestDecisionsShareTheNextList(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(10), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(10), nil, true)
 	r := newReconciler(f)
 	require.NoError(t, r.EnsureLedger(context.Background()))
 	release := make(chan struct{})
@@ -348,7 +349,7 @@ func TestDecisionsShareTheNextList(t *testing.T) {
 		first <- got
 	}()
 	waitFor(t, func() bool { return f.listing() })
-	f.addMC(t, "mc-b", capacity(10), nil, true) // after the first list started
+	f.addMC(t, "mc-b", mcWithRoom(10), nil, true) // after the first list started
 	later := make(chan []Candidate, 2)
 	for range 2 {
 		go func() {
@@ -389,7 +390,7 @@ func waitFor(tb testing.TB, cond func() bool) {
 // finalized ones do not, and clusters left unplaced are woken.
 func TestReconcileRebuildsTheLedgerFromItsReports(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(3), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(3), nil, true)
 	onA := &adapter.Report{ObservedGeneration: 1, Data: map[string]any{DataManagementCluster: "mc-a", DataRegion: ""},
 		Conditions: []conditions.Condition{{Type: conditions.Available, Status: conditions.True, Reason: ReasonPlaced}}}
 	f.addCluster(t, "c1", nil)
@@ -424,7 +425,7 @@ func TestReconcileRebuildsTheLedgerFromItsReports(t *testing.T) {
 // nothing.
 func TestReconcileRebuildsBeforeItsFirstDecision(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(1), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(1), nil, true)
 	f.addCluster(t, "c1", nil)
 	f.report(adapter.Clusters(), "c1", Name, reportOf(placed(Placement{ManagementCluster: "mc-a"})))
 	c2 := f.addCluster(t, "c2", nil)
@@ -489,7 +490,7 @@ func TestFinalize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeAPI()
-			f.addMC(t, "mc-a", capacity(5), nil, true)
+			f.addMC(t, "mc-a", mcWithRoom(5), nil, true)
 			r := newReconciler(f)
 			r.FinalizeInterval = 9
 			obj := f.addCluster(t, "c1", nil)
@@ -525,7 +526,7 @@ func TestFinalize(t *testing.T) {
 // the slot twice.
 func TestFinalizeAgainAfterTheSlotWasFreed(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(5), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(5), nil, true)
 	r := newReconciler(f)
 	one, two := f.addCluster(t, "c1", nil), f.addCluster(t, "c2", nil)
 	reconcile(t, r, f, one)
@@ -546,7 +547,7 @@ func TestFinalizeAgainAfterTheSlotWasFreed(t *testing.T) {
 // A prune drops the placements of clusters the API no longer has, but never one made after it listed the clusters.
 func TestPrune(t *testing.T) {
 	f := newFakeAPI()
-	f.addMC(t, "mc-a", capacity(10), nil, true)
+	f.addMC(t, "mc-a", mcWithRoom(10), nil, true)
 	r := newReconciler(f)
 	n, err := r.Prune(context.Background())
 	require.NoError(t, err)
@@ -614,7 +615,7 @@ func TestCandidateOf(t *testing.T) {
 		require.NoError(t, err)
 		return raw
 	}
-	withAll := capacity(80)
+	withAll := mcWithRoom(80)
 	withAll.Region, withAll.Schedulable = ptr("us-east-1"), ptr(false)
 	withAll.Capacity.Vcpu, withAll.Capacity.MemoryGib = ptr(400), ptr(1440)
 	available := func(s conditions.Status, reason string) map[string]*adapter.Report {
@@ -633,7 +634,7 @@ func TestCandidateOf(t *testing.T) {
 		},
 		{
 			name: "schedulable by default",
-			it:   adapter.Listed{Name: "mc-a", Spec: spec(capacity(3)), Reports: available(conditions.True, "")},
+			it:   adapter.Listed{Name: "mc-a", Spec: spec(mcWithRoom(3)), Reports: available(conditions.True, "")},
 			want: Candidate{Name: "mc-a", Reachable: true, Capacity: Capacity{MaxHostedClusters: 3}},
 		},
 		{
@@ -644,22 +645,22 @@ func TestCandidateOf(t *testing.T) {
 		},
 		{
 			name: "unreachable",
-			it:   adapter.Listed{Name: "mc-a", Spec: spec(capacity(3)), Reports: available(conditions.False, "Unreachable")},
+			it:   adapter.Listed{Name: "mc-a", Spec: spec(mcWithRoom(3)), Reports: available(conditions.False, "Unreachable")},
 			want: Candidate{Name: "mc-a", Unreachable: "Unreachable", Capacity: Capacity{MaxHostedClusters: 3}},
 		},
 		{
 			name: "unknown without a reason",
-			it:   adapter.Listed{Name: "mc-a", Spec: spec(capacity(3)), Reports: available(conditions.Unknown, "")},
+			it:   adapter.Listed{Name: "mc-a", Spec: spec(mcWithRoom(3)), Reports: available(conditions.Unknown, "")},
 			want: Candidate{Name: "mc-a", Unreachable: "Available=Unknown", Capacity: Capacity{MaxHostedClusters: 3}},
 		},
 		{
 			name: "not reported",
-			it:   adapter.Listed{Name: "mc-a", Spec: spec(capacity(3)), Reports: map[string]*adapter.Report{}},
+			it:   adapter.Listed{Name: "mc-a", Spec: spec(mcWithRoom(3)), Reports: map[string]*adapter.Report{}},
 			want: Candidate{Name: "mc-a", Unreachable: "not reported by hostedcluster-applier", Capacity: Capacity{MaxHostedClusters: 3}},
 		},
 		{
 			name: "deleting",
-			it:   adapter.Listed{Name: "mc-a", Deleting: true, Spec: spec(capacity(3)), Reports: available(conditions.True, "")},
+			it:   adapter.Listed{Name: "mc-a", Deleting: true, Spec: spec(mcWithRoom(3)), Reports: available(conditions.True, "")},
 			want: Candidate{Name: "mc-a", Deleting: true, Reachable: true, Capacity: Capacity{MaxHostedClusters: 3}},
 		},
 		{
