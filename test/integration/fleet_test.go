@@ -69,7 +69,7 @@ func startPlacementWorld(tb testing.TB) *placementWorld {
 func (w *placementWorld) addManagementCluster(tb testing.TB, name string, capacity int, proxied bool) *placementMember {
 	tb.Helper()
 	m := w.startManagementCluster(tb, name, proxied)
-	createManagementCluster(tb, w.api, name, capacity, nil)
+	createMC(tb, w.api, name, capacity, mcOptions{})
 	return m
 }
 
@@ -363,7 +363,7 @@ func TestFleetNeverOvershootsAndSurvivesAnOutage(t *testing.T) {
 	w.checkHostedWhereReported(t, clusters)
 
 	// Capacity appears: the ten are placed on the new management cluster.
-	createManagementCluster(t, w.api, "mc-c", 20, nil)
+	createMC(t, w.api, "mc-c", 20, mcOptions{})
 	clusters = w.waitAll(t, 3*time.Minute, "all 50 Ready", 50, ready)
 	counts, _ = placedCounts(clusters)
 	require.Equal(t, map[string]int{"mc-a": 15, "mc-b": 25, "mc-c": 10}, counts)

@@ -99,13 +99,7 @@ func (w *applierFleet) createManagementCluster(tb testing.TB, name string) {
 		m = &applierFleetMC{namespace: "clusters"}
 		w.mcs[name] = m
 	}
-	resp, err := w.api.CreateManagementClusterWithResponse(ctxFor(tb), api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
-		Namespace: &m.namespace, Credentials: api.ManagementClusterCredentials{Kubeconfig: name},
-		Capacity: api.ManagementClusterCapacity{MaxHostedClusters: mcCapacity},
-	}})
-	require.NoError(tb, err)
-	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
-	m.id = resp.JSON201.Id
+	m.id = createMC(tb, w.api, name, mcCapacity, mcOptions{namespace: m.namespace}).Id
 }
 
 // placer is the adapter whose report places a cluster, and its data key, as the kind table names them.

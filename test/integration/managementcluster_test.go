@@ -21,21 +21,6 @@ const (
 	applierAdapter = "hostedcluster-applier"
 )
 
-// createManagementCluster registers a management cluster with room for capacity hosted clusters and credentials
-// named after it.
-func createManagementCluster(tb testing.TB, s *apiServer, name string, capacity int, labels map[string]string) *api.ManagementCluster {
-	tb.Helper()
-	create := api.ManagementClusterCreate{Name: name, Spec: api.ManagementClusterSpec{
-		Capacity: api.ManagementClusterCapacity{MaxHostedClusters: capacity}, Credentials: api.ManagementClusterCredentials{Kubeconfig: name}}}
-	if labels != nil {
-		create.Labels = ptr(api.Labels(labels))
-	}
-	resp, err := s.CreateManagementClusterWithResponse(ctxFor(tb), create)
-	require.NoError(tb, err)
-	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
-	return resp.JSON201
-}
-
 // placementReport is the placer's report that c is placed on mc.
 func placementReport(generation int64, mc string) api.AdapterStatusReport {
 	rep := report(placerAdapter, generation, time.Now(), available("True"))
@@ -46,7 +31,7 @@ func placementReport(generation int64, mc string) api.AdapterStatusReport {
 func TestManagementClusterSpecIsDefaultedValidatedAndImmutableWhereItSays(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"cluster": {placerAdapter}, "managementcluster": {applierAdapter}})
 	ctx := ctxFor(t)
-	mc := createManagementCluster(t, s, "mc-a", 2, map[string]string{"tier": "gold"})
+	mc := createMC(t, s, "mc-a", 2, mcOptions{labels: map[string]string{"tier": "gold"}})
 	require.Equal(t, "clusters", deref(mc.Spec.Namespace), "the namespace defaults to HyperShift's conventional one")
 	require.True(t, deref(mc.Spec.Schedulable), "a new management cluster is schedulable")
 	require.Equal(t, "Pending", string(mc.Status.Phase), "Ready only once the applier reports it")
@@ -90,8 +75,7 @@ func TestManagementClusterSpecIsDefaultedValidatedAndImmutableWhereItSays(t *tes
 func TestAManagementClusterWithClustersPlacedOnItCannotBeDeleted(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"cluster": {placerAdapter}})
 	ctx := ctxFor(t)
-	mcA := createManagementCluster(t, s, "mc-a", 10, nil)
-	mcB := createManagementCluster(t, s, "mc-b", 10, nil)
+	mcA := createMC(t, s, "mc-a", 10, mcOptions{})
 
 	var clusters []*api.Cluster
 	for i := range 5 {
@@ -140,10 +124,10 @@ func TestAManagementClusterWithClustersPlacedOnItCannotBeDeleted(t *testing.T) {
 	})
 
 	t.Run("a placement racing a delete: exactly one wins", func(t *testing.T) {
-		// mc-b hosts nothing; a report placing a cluster on it and its delete go at once, many times over.
+		// A new, empty management cluster each time: a report placing a cluster on it and its delete go at once.
 		for i := range 10 {
 			c := createCluster(t, s, fmt.Sprintf("racer-%d", i), nil)
-			mc := createManagementCluster(t, s, fmt.Sprintf("mc-race-%d", i), 1, nil)
+			mc := createMC(t, s, fmt.Sprintf("mc-race-%d", i), 1, mcOptions{})
 			var wg sync.WaitGroup
 			var placed, deleted int
 			wg.Go(func() {
@@ -161,7 +145,6 @@ func TestAManagementClusterWithClustersPlacedOnItCannotBeDeleted(t *testing.T) {
 			require.True(t, okPlaced != okDeleted, "exactly one of the placement (%d) and the delete (%d) wins", placed, deleted)
 		}
 	})
-	_ = mcB
 
 	t.Run("the count is served by the index", func(t *testing.T) {
 		var plan []string

@@ -61,16 +61,22 @@ func startPlacer(tb testing.TB, s *apiServer, tune ...func(*adapter.Config, *pla
 
 // mcOptions shape a management cluster of a test.
 type mcOptions struct {
+	namespace string
 	region    string
 	labels    map[string]string
 	vcpu      int
 	reachable bool
 }
 
+// createMC registers a management cluster with room for maxClusters hosted clusters and credentials named after it;
+// with o.reachable it also posts the applier's report that it is usable.
 func createMC(tb testing.TB, s *apiServer, name string, maxClusters int, o mcOptions) *api.ManagementCluster {
 	tb.Helper()
 	spec := api.ManagementClusterSpec{Capacity: api.ManagementClusterCapacity{MaxHostedClusters: maxClusters},
 		Credentials: api.ManagementClusterCredentials{Kubeconfig: name}}
+	if o.namespace != "" {
+		spec.Namespace = &o.namespace
+	}
 	if o.region != "" {
 		spec.Region = &o.region
 	}
