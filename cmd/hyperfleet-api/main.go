@@ -221,6 +221,8 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.JWT.Audience, "jwt-audience", "", "required aud claim")
 	fs.StringVar(&o.cfg.JWT.IdentityClaim, "jwt-identity-claim", "sub", "claim that names the caller")
 	fs.StringVar(&o.cfg.JWT.RolesClaim, "jwt-roles-claim", "roles", "claim with the caller's roles (ignored with --acl-file)")
+	fs.StringVar(&o.cfg.JWT.TenantClaim, "tenant-claim", "", "claim that names the caller's tenant (e.g. org_id, tid, hd, or sub for a tenant per user); "+
+		"turns tenancy on: users see and change only their tenant's clusters and node pools (docs/tenancy.md). Empty: one tenant, as before")
 	fs.StringVar(&o.cfg.ACLFile, "acl-file", "", "YAML/JSON file mapping identities to roles and adapter names (docs/security.md); reloaded when it changes (a bad new file keeps the old one)")
 	fs.BoolVar(&o.cfg.EnableHTTPS, "enable-https", false, "serve the API over TLS")
 	fs.BoolVar(&o.cfg.EnableHealthHTTPS, "enable-health-https", false, "serve health over TLS")

@@ -50,6 +50,9 @@ type Identity struct {
 	// Kinds are the kinds (names or plurals, lower case) an ACL file lists for the adapter beyond the kinds that
 	// require it: an adapter reports only on those two sets (AuthorizeReportKind).
 	Kinds []string
+	// Tenant is the caller's tenant, from the token's tenant claim (VerifierConfig.TenantClaim); empty when tenancy
+	// is off or the token names none.
+	Tenant string
 }
 
 // HasRole reports whether id holds r.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -55,6 +57,10 @@ type VerifierConfig struct {
 	RolesClaim string
 	// AdapterClaim names the string claim holding the adapter name; empty means DefaultAdapterClaim.
 	AdapterClaim string
+	// TenantClaim names the claim (a string or a number; dotted names work as for IdentityClaim) whose value is the
+	// caller's tenant, e.g. "org_id", "tid", "hd", or "sub" for a tenant per user. Empty turns tenancy off: no
+	// tenant is read.
+	TenantClaim string
 	// RefreshInterval is how often JWKSURL is fetched again; zero means DefaultRefreshInterval.
 	RefreshInterval time.Duration
 	// HTTPClient fetches JWKSURL, e.g. one trusting a private CA; nil means a client with default transport.
@@ -70,6 +76,7 @@ type Verifier struct {
 	identityClaim string
 	rolesClaim    string
 	adapterClaim  string
+	tenantClaim   string
 }
 
 // NewVerifier returns a Verifier for cfg, with its keys loaded. It returns an error if cfg sets neither or both of
@@ -125,6 +132,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		),
 		identityClaim: cfg.IdentityClaim,
 		rolesClaim:    cfg.RolesClaim,
+		tenantClaim:   cfg.TenantClaim,
 		adapterClaim:  cfg.AdapterClaim,
 	}, nil
 }
@@ -180,7 +188,42 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	default:
 		return Identity{}, unauthenticated(fmt.Sprintf("the token's %q claim must be a string", v.adapterClaim))
 	}
+	if v.tenantClaim != "" {
+		tenant, err := tenantOf(lookupClaim(claims, v.tenantClaim))
+		if err != nil {
+			return Identity{}, unauthenticated(fmt.Sprintf("the token's tenant claim %q %s", v.tenantClaim, err))
+		}
+		id.Tenant = tenant
+	}
 	return id, nil
+}
+
+// MaxTenantLength bounds a tenant's name as a token's tenant claim gives it.
+const MaxTenantLength = 128
+
+// tenantOf reads a tenant claim's value: a string, or a number (some issuers number organisations), printable and
+// at most MaxTenantLength long; absent is no tenant ("").
+func tenantOf(raw any) (string, error) {
+	var tenant string
+	switch v := raw.(type) {
+	case nil:
+		return "", nil
+	case string:
+		tenant = v
+	case float64:
+		tenant = strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return "", errors.New("must be a string or a number")
+	}
+	if len(tenant) > MaxTenantLength {
+		return "", fmt.Errorf("must be at most %d bytes", MaxTenantLength)
+	}
+	for _, c := range tenant {
+		if !unicode.IsPrint(c) {
+			return "", errors.New("must be printable text")
+		}
+	}
+	return tenant, nil
 }
 
 // lookupClaim returns the claim called name, or, when there is none and name is dotted, the value at that path

@@ -75,6 +75,9 @@ type Config struct {
 	// ListsPerIdentity bounds the lists (searches included) one identity may have running at once (0: no bound);
 	// one more is 429 HYPERFLEET-LMT-004 with Retry-After.
 	ListsPerIdentity int
+	// Tenancy confines every caller but admins and adapters to the tenant its token names (auth.Identity.Tenant);
+	// off, every resource is in resource.DefaultTenant and every caller sees it.
+	Tenancy bool
 }
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
@@ -224,10 +227,29 @@ func (s *Handler) authenticate(next http.Handler) http.Handler {
 			}
 		}
 		setIdentity(r.Context(), id.Subject)
-		caller := resource.Caller{Name: id.Subject, Admin: !s.cfg.Authorize || id.HasRole(auth.RoleAdmin)}
+		caller := s.callerOf(id)
+		if !caller.AllTenants && caller.Tenant == "" {
+			writeError(w, r, s.log, &resource.Error{Code: resource.CodeForbidden,
+				Message: "the token names no tenant: tenancy is on, and only admins and adapters may go without one"})
+			return
+		}
 		ctx := context.WithValue(resource.WithCaller(r.Context(), caller), callerIdentityKey{}, id)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// callerOf is the domain's view of an identity. Admins and adapters see every tenant; so does everyone while
+// tenancy is off, when every resource is in the default tenant.
+func (s *Handler) callerOf(id auth.Identity) resource.Caller {
+	admin := !s.cfg.Authorize || id.HasRole(auth.RoleAdmin)
+	c := resource.Caller{Name: id.Subject, Admin: admin, Tenant: id.Tenant}
+	switch {
+	case !s.cfg.Tenancy:
+		c.Tenant, c.AllTenants = resource.DefaultTenant, true
+	case admin || id.HasRole(auth.RoleAdapter):
+		c.AllTenants = true
+	}
+	return c
 }
 
 // authorize checks the request's identity for action (adapter: the adapter a status report speaks for).

@@ -59,7 +59,10 @@ func Build(doc *schema.Document, table *api.KindTable, required map[string][]str
 			spec = withRules{spec, r}
 		}
 		d := &resource.Descriptor{Kind: k.Name, Plural: k.Plural, Table: k.Plural, NameMin: k.NameMin, NameMax: k.NameMax, Spec: spec,
-			Platform: k.Platform, Transition: transitions()[k.Name], ImmutableHint: immutableHints()[k.Name]}
+			Platform: k.Platform, Tenanted: !k.Platform, Transition: transitions()[k.Name], ImmutableHint: immutableHints()[k.Name]}
+		if k.Quota != nil {
+			d.Quota = &resource.QuotaRule{Name: k.Quota.Name, SpecField: k.Quota.SpecField}
+		}
 		byKind[k] = d
 		set.All = append(set.All, d)
 	}

@@ -44,6 +44,7 @@ type feedRow struct {
 	ParentID         *string
 	Generation       *int64
 	Version          *int64
+	Tenant           *string
 }
 
 // Events implements resource.EventLog. The events, the epoch and how far retention got are read by one statement,
@@ -52,7 +53,7 @@ type feedRow struct {
 func (s *Store) Events(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error) {
 	var rows []feedRow
 	err := rawScan(s.db.WithContext(ctx).Raw(`SELECT f.epoch, f.compacted_through, e.seq, e.time, e.type, e.kind,
-			e.resource_id, e.parent_id, e.generation, e.version
+			e.resource_id, e.parent_id, e.generation, e.version, e.tenant
 		FROM event_feed f LEFT JOIN LATERAL (
 			SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?) e ON true
 		WHERE f.id = 1 ORDER BY e.seq`, after.Seq, limit), &rows)
@@ -72,6 +73,9 @@ func (s *Store) Events(ctx context.Context, after resource.Position, limit int) 
 		}
 		e := resource.Event{Seq: *r.Seq, Time: r.Time.UTC(), Type: resource.EventType(*r.Type), Kind: *r.Kind, ID: *r.ResourceID,
 			Generation: *r.Generation, Version: *r.Version}
+		if r.Tenant != nil {
+			e.Tenant = *r.Tenant
+		}
 		if r.ParentID != nil {
 			e.ParentID = *r.ParentID
 		}
@@ -272,10 +276,10 @@ func (q *Sequencer) sequence(ctx context.Context) (int, error) {
 		moved AS (
 			DELETE FROM event_staging WHERE EXISTS (SELECT 1 FROM lease) AND (SELECT alone FROM legacy)
 				AND id IN (SELECT id FROM event_staging ORDER BY id LIMIT $1)
-			RETURNING id, time, type, kind, resource_id, parent_id, generation, version
+			RETURNING id, time, type, kind, resource_id, parent_id, generation, version, tenant
 		), added AS (
-			INSERT INTO events (time, type, kind, resource_id, parent_id, generation, version)
-			SELECT time, type, kind, resource_id, parent_id, generation, version FROM moved ORDER BY id
+			INSERT INTO events (time, type, kind, resource_id, parent_id, generation, version, tenant)
+			SELECT time, type, kind, resource_id, parent_id, generation, version, tenant FROM moved ORDER BY id
 			RETURNING seq
 		)
 		SELECT EXISTS (SELECT 1 FROM lease), (SELECT alone FROM legacy), n,

@@ -174,14 +174,121 @@ func migrations() []*gormigrate.Migration {
 			// reports name it in data.management_cluster) when an admin deletes it.
 			ID: "202612050012_managementclusters",
 			Migrate: func(tx *gorm.DB) error {
-				return execAll(tx, append(kindTableDDL("managementclusters", ""),
+				return execAll(tx, append(kindTableDDL("managementclusters", "", tenancyColumns()...),
 					// Partial on exactly what ReportReferrers asks, so that no other adapter's write maintains it.
 					`CREATE INDEX adapter_statuses_management_cluster ON adapter_statuses ((data->>'management_cluster'))
 						WHERE kind = 'Cluster' AND adapter = 'cluster-placer'`))
 			},
 		},
+		{
+			// Tenancy: every resource belongs to a tenant (the existing ones to the default tenant, by the columns'
+			// constant defaults, which PostgreSQL stores once rather than rewriting each row), names are unique per
+			// tenant, and row-level security is the second wall behind the queries' own tenant filter (see
+			// tenancyDDL). Then tenants' quotas and limits, and the history of every resource.
+			ID:      "202612050013_tenancy",
+			Migrate: func(tx *gorm.DB) error { return execAll(tx, tenancyDDL()) },
+		},
 	}
 }
+
+// ScopedRole is the database role a request confined to one tenant runs as (SET LOCAL ROLE in its transaction):
+// it owns no table, so the tables' row-level security policies apply to it, and it sees only the rows of the
+// tenant its transaction names in the setting TenantSetting. Roles belong to the server, not one database, so
+// every HyperFleet database on a server shares it.
+const ScopedRole = "hyperfleet_scoped"
+
+// TenantSetting is the run-time setting that names the tenant of a scoped transaction (SET LOCAL).
+const TenantSetting = "hyperfleet.tenant"
+
+// tenantedTables are the tables whose rows belong to a tenant and that row-level security guards.
+func tenantedTables() []string {
+	return []string{"clusters", "nodepools", "adapter_statuses", "resource_history"}
+}
+
+// tenancyDDL is the tenancy migration's statements.
+func tenancyDDL() []string {
+	var stmts []string
+	for _, t := range []string{"clusters", "nodepools", "versionstreams", "upgradeschedules", "managementclusters"} {
+		stmts = append(stmts,
+			`ALTER TABLE `+t+` ADD COLUMN tenant text NOT NULL DEFAULT '`+defaultTenant+`'`,
+			`ALTER TABLE `+t+` ADD COLUMN deletion_protection boolean NOT NULL DEFAULT false`)
+	}
+	// Root kinds' names become unique per tenant (a node pool's are unique per cluster, so per tenant already);
+	// a tenant's lists walk their own index rather than filter the fleet's.
+	for _, t := range []string{"clusters", "versionstreams", "upgradeschedules", "managementclusters"} {
+		stmts = append(stmts, `DROP INDEX `+t+`_live_name`,
+			`CREATE UNIQUE INDEX `+t+`_live_name ON `+t+` (tenant, name) WHERE deleted_time IS NULL`)
+	}
+	for _, t := range []string{"clusters", "nodepools"} {
+		stmts = append(stmts, `CREATE INDEX `+t+`_tenant_live_created ON `+t+` (tenant, created_time, id) WHERE deleted_time IS NULL`)
+	}
+	for _, t := range []string{"adapter_statuses", "event_staging", "events"} {
+		stmts = append(stmts, `ALTER TABLE `+t+` ADD COLUMN tenant text NOT NULL DEFAULT '`+defaultTenant+`'`)
+	}
+	stmts = append(stmts,
+		// A tenant's quotas, set by admins (PUT /tenants/{tenant}); a tenant without a row, or a null quota, has
+		// no limit.
+		`CREATE TABLE tenants (
+			id text PRIMARY KEY,
+			max_clusters bigint CHECK (max_clusters >= 0),
+			max_nodepool_devices bigint CHECK (max_nodepool_devices >= 0),
+			created_time timestamptz NOT NULL,
+			updated_time timestamptz NOT NULL,
+			updated_by text NOT NULL
+		)`,
+		// Who changed what and when, kept apart from the change feed and longer (its own retention): spec and
+		// labels as the merge patch of each change, and the aggregate's phase changes with the reports that
+		// caused them. Rows outlive their resource, so its history can be read after it is gone.
+		`CREATE TABLE resource_history (
+			seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			tenant text NOT NULL,
+			kind text NOT NULL,
+			resource_id uuid NOT NULL,
+			parent_id uuid,
+			time timestamptz NOT NULL,
+			actor text NOT NULL,
+			action text NOT NULL,
+			generation bigint NOT NULL,
+			changes jsonb,
+			phase_from text,
+			phase_to text,
+			reports jsonb
+		)`,
+		`CREATE INDEX resource_history_resource ON resource_history (resource_id, seq)`,
+		`CREATE INDEX resource_history_time ON resource_history (time)`,
+		// The role that scoped requests run as. Creating it needs CREATEROLE; a server where the migrating user
+		// lacks it needs a DBA to create it once (docs/tenancy.md). Concurrent migrations of two databases on one
+		// server may race to create it: the loser finds it made.
+		`DO $$
+		BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '`+ScopedRole+`') THEN
+				BEGIN
+					CREATE ROLE `+ScopedRole+` NOLOGIN NOINHERIT;
+				EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+				END;
+			END IF;
+			IF NOT pg_has_role(current_user, '`+ScopedRole+`', 'MEMBER') THEN
+				EXECUTE format('GRANT `+ScopedRole+` TO %I', current_user);
+			END IF;
+		END $$`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO `+ScopedRole,
+		`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO `+ScopedRole,
+		`ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO `+ScopedRole,
+		`ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO `+ScopedRole,
+	)
+	// The second wall. The owner (the API's own connection, for admins, adapters and background work) is exempt
+	// from row-level security by PostgreSQL's rule; the scoped role is not, and an unset tenant matches nothing.
+	for _, t := range tenantedTables() {
+		stmts = append(stmts, `ALTER TABLE `+t+` ENABLE ROW LEVEL SECURITY`,
+			`CREATE POLICY tenant_isolation ON `+t+` USING (tenant = current_setting('`+TenantSetting+`', true))
+				WITH CHECK (tenant = current_setting('`+TenantSetting+`', true))`)
+	}
+	return stmts
+}
+
+// defaultTenant is resource.DefaultTenant as the migration spells it: released migrations never change, so it
+// does not follow the constant.
+const defaultTenant = "default"
 
 // SchemaVersion is the ID of the newest migration this binary knows; serve refuses a database at another one.
 func SchemaVersion() string {
@@ -192,7 +299,10 @@ func SchemaVersion() string {
 // addedLater are the columns of the table template that released migrations added to the first kinds' tables by
 // ALTER TABLE after creating them without: those migrations create their tables without these columns, so that
 // they stay as released.
-func addedLater() []string { return []string{"aggregated_for", "version"} }
+func addedLater() []string { return append([]string{"aggregated_for", "version"}, tenancyColumns()...) }
+
+// tenancyColumns are the template's columns that the tenancy migration added to every kind's table.
+func tenancyColumns() []string { return []string{"tenant", "deletion_protection"} }
 
 // kindColumns are the columns of every kind's table after id (and parent_id for a child kind), in order.
 func kindColumns() [][2]string {
@@ -214,6 +324,9 @@ func kindColumns() [][2]string {
 		// version changes on every write of a row (labels, spec, status, deletion), unlike generation, which counts
 		// spec changes for the adapters: it is the ETag that If-Match compares.
 		{"version", "bigint NOT NULL DEFAULT 1"},
+		// The tenant the resource belongs to (a global kind's rows keep the default), and its delete guard.
+		{"tenant", "text NOT NULL DEFAULT '" + defaultTenant + "'"},
+		{"deletion_protection", "boolean NOT NULL DEFAULT false"},
 	}
 }
 
@@ -230,6 +343,9 @@ func KindTableMigration(id, table, parentTable string) *gormigrate.Migration {
 // named in without (which released migrations added later), so that the generic store can serve it.
 func kindTableDDL(table, parentTable string, without ...string) []string {
 	parentCol, uniqueCols := "", "name"
+	if !slices.Contains(without, "tenant") {
+		uniqueCols = "tenant, name"
+	}
 	if parentTable != "" {
 		parentCol = fmt.Sprintf("\n\t\t\tparent_id uuid NOT NULL REFERENCES %s (id) ON DELETE CASCADE,", parentTable)
 		uniqueCols = "parent_id, name"

@@ -33,6 +33,7 @@ func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*res
 		where += " AND parent_id = ?"
 		args = append(args, parentID)
 	}
+	where, args = andTenant(where, args, d, t.scope, "")
 	var rows []row
 	err := rawScan(t.db.Raw(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
 		reps AS (SELECT `+statusColumns+` FROM adapter_statuses WHERE resource_id = (SELECT id FROM res) ORDER BY adapter FOR UPDATE)
@@ -81,8 +82,8 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 	// The guard repeats the service's freshness rule where the row is: a report of an older generation writes
 	// nothing; at the same generation the later write wins (the rows are locked, so later is the server's order).
 	sql := `WITH up AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions,
-			data, metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			data, metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation, tenant)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (resource_id, adapter) DO UPDATE SET observed_generation = EXCLUDED.observed_generation,
 			observed_time = EXCLUDED.observed_time, conditions = EXCLUDED.conditions, data = EXCLUDED.data,
 			metadata = EXCLUDED.metadata, last_report_time = EXCLUDED.last_report_time,
@@ -91,7 +92,7 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		WHERE adapter_statuses.observed_generation <= EXCLUDED.observed_generation
 		RETURNING 1)`
 	args := []any{st.ResourceID, d.Kind, st.Adapter, st.ObservedGeneration, st.ObservedTime, conds, []byte(st.Data),
-		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st)}
+		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st), r.Tenant}
 	final := `SELECT (SELECT count(*) FROM up) AS written, 0::bigint AS version`
 	if save {
 		w, err := toRow(d, r)
@@ -101,9 +102,9 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		// A report changes the status only, never the generation or the deleting flag: the reports' copies of
 		// those (see Save) stay right.
 		sql += `, saved AS (UPDATE ` + d.Table + ` SET phase = ?, conditions = ?, aggregated_for = ?, version = version + 1
-				WHERE id = ? RETURNING id, version, generation),
-			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
-				SELECT ?, ?, id, ?::uuid, generation, version FROM saved)`
+				WHERE id = ? RETURNING id, version, generation, tenant),
+			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
+				SELECT ?, ?, id, ?::uuid, generation, version, tenant FROM saved)`
 		args = append(args, w.Phase, w.Conditions, w.AggregatedFor, r.ID, string(event), d.Kind, nullableID(r.ParentID))
 		final = `SELECT (SELECT count(*) FROM up) AS written, (SELECT version FROM saved) AS version`
 	}

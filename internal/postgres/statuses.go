@@ -53,13 +53,18 @@ func (w *statusRow) toStatus() (resource.AdapterStatus, error) {
 // fingerprint names the set of required adapters an aggregate was computed for.
 func fingerprint(d *resource.Descriptor) string { return strings.Join(d.RequiredAdapters, ",") }
 
-func readStatuses(tx *gorm.DB, ids []string) (map[string][]resource.AdapterStatus, error) {
+// readStatuses reads the reports about ids that sc may see.
+func readStatuses(tx *gorm.DB, ids []string, sc scope) (map[string][]resource.AdapterStatus, error) {
 	out := make(map[string][]resource.AdapterStatus, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	var rows []statusRow
-	err := rawScan(tx.Raw("SELECT "+statusColumns+" FROM adapter_statuses WHERE resource_id IN ? ORDER BY resource_id, adapter", ids), &rows)
+	where, args := "resource_id IN ?", []any{ids}
+	if !sc.all {
+		where, args = where+" AND tenant = ?", append(args, sc.tenant)
+	}
+	err := rawScan(tx.Raw("SELECT "+statusColumns+" FROM adapter_statuses WHERE "+where+" ORDER BY resource_id, adapter", args...), &rows)
 	if err != nil {
 		return nil, fmt.Errorf("read statuses: %w", err)
 	}
@@ -84,7 +89,13 @@ func reportsColumn(d *resource.Descriptor) string {
 
 // Statuses implements resource.Store.
 func (s *Store) Statuses(ctx context.Context, id string) ([]resource.AdapterStatus, error) {
-	all, err := readStatuses(s.db.WithContext(ctx), []string{id})
+	sc := s.scopeOf(ctx)
+	var all map[string][]resource.AdapterStatus
+	err := s.scoped(ctx, sc, func(db *gorm.DB) error {
+		var err error
+		all, err = readStatuses(db, []string{id}, sc)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +143,8 @@ func (s *Store) SyncRequired(ctx context.Context, d *resource.Descriptor) error 
 		if err != nil {
 			return fmt.Errorf("drop placeholders of %s: %w", d.Kind, err)
 		}
-		err = tx.Exec(`INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation, resource_deleting)
-			SELECT r.id, ?, a.adapter, now(), r.generation, r.deleted_time IS NOT NULL FROM `+d.Table+` r CROSS JOIN unnest(?::text[]) AS a(adapter)
+		err = tx.Exec(`INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation, resource_deleting, tenant)
+			SELECT r.id, ?, a.adapter, now(), r.generation, r.deleted_time IS NOT NULL, r.tenant FROM `+d.Table+` r CROSS JOIN unnest(?::text[]) AS a(adapter)
 			ON CONFLICT (resource_id, adapter) DO NOTHING`, d.Kind, required).Error
 		if err != nil {
 			return fmt.Errorf("add placeholders of %s: %w", d.Kind, err)

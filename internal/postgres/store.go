@@ -24,6 +24,8 @@ type Store struct {
 	// written, when set, is called after every write that committed: it pokes this process's sequencer, which
 	// otherwise learns of staged events only at its next poll.
 	written func()
+	// tenancy confines callers to their tenant (EnableTenancy).
+	tenancy bool
 }
 
 var _ resource.Store = (*Store)(nil)
@@ -68,11 +70,14 @@ type row struct {
 	UpdatedBy     string
 	DeletedTime   *time.Time
 	DeletedBy     *string
+	Tenant        string
+	// DeletionProtection is the resource's delete guard.
+	DeletionProtection bool
 	// Reports is set by LockReports only: the resource's reports as one JSON array.
 	Reports []byte
 }
 
-const rootColumns = "id, name, labels, spec, generation, version, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by"
+const rootColumns = "id, name, labels, spec, generation, version, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by, tenant, deletion_protection"
 
 func columns(d *resource.Descriptor) string {
 	if d.Parent == nil {
@@ -93,7 +98,8 @@ func toRow(d *resource.Descriptor, r *resource.Resource) (*row, error) {
 	out := &row{
 		ID: r.ID, Name: r.Name, Labels: labels, Spec: r.Spec, Generation: r.Generation, Phase: string(r.Status.Phase),
 		Conditions: conds, CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy,
-		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime, AggregatedFor: fingerprint(d),
+		UpdatedBy: r.UpdatedBy, DeletedTime: r.DeletedTime, AggregatedFor: fingerprint(d), Tenant: r.Tenant,
+		DeletionProtection: r.DeletionProtection,
 	}
 	if r.ParentID != "" {
 		out.ParentID = &r.ParentID
@@ -110,6 +116,7 @@ func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource
 		ID: w.ID, Kind: d.Kind, Name: w.Name, Spec: json.RawMessage(w.Spec), Generation: w.Generation, Version: w.Version,
 		Status:      resource.Status{Phase: conditions.Phase(w.Phase)},
 		CreatedTime: w.CreatedTime.UTC(), UpdatedTime: w.UpdatedTime.UTC(), CreatedBy: w.CreatedBy, UpdatedBy: w.UpdatedBy,
+		Tenant: w.Tenant, DeletionProtection: w.DeletionProtection,
 	}
 	if w.ParentID != nil {
 		r.ParentID = *w.ParentID
@@ -134,32 +141,58 @@ func (w *row) toResource(d *resource.Descriptor, typed bool) (*resource.Resource
 	return r, nil
 }
 
-// Create implements resource.Store. It is one statement, so one round trip and no explicit transaction: the
-// parent check (FOR SHARE, so that a concurrent delete of the parent waits and its cascade sees the child), the
-// referenced rows' check (FOR KEY SHARE, so that their delete waits and then sees the new referrer), the insert and
-// the required adapters' placeholder reports all happen in it.
+// Create implements resource.Store. It is one statement, so one round trip and no explicit transaction (unless the
+// caller is confined to a tenant: see scoped): the parent check (FOR SHARE, so that a concurrent delete of the
+// parent waits and its cascade sees the child), the referenced rows' check (FOR KEY SHARE, so that their delete
+// waits and then sees the new referrer), the insert, the required adapters' placeholder reports and the history's
+// first entry all happen in it.
 func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) (*resource.Resource, error) {
-	w, err := toRow(d, r)
+	sc := s.scopeOf(ctx)
+	err := s.scoped(ctx, sc, func(db *gorm.DB) error { return create(db, sc, d, r, refs) })
 	if err != nil {
 		return nil, err
 	}
-	cols := "id, name, labels, spec, generation, phase, conditions, aggregated_for, created_time, updated_time, created_by, updated_by"
-	values := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
-	insertArgs := []any{w.ID, w.Name, w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.CreatedTime, w.UpdatedTime, w.CreatedBy, w.UpdatedBy}
+	s.wrote()
+	return r, nil
+}
+
+// Create implements resource.Tx: Store.Create inside the transaction.
+func (t *txStore) Create(d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) (*resource.Resource, error) {
+	if err := create(t.db, t.scope, d, r, refs); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// create inserts r in one statement and sets its tenant (a child's is its parent's) as stored.
+func create(db *gorm.DB, sc scope, d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) error {
+	w, err := toRow(d, r)
+	if err != nil {
+		return err
+	}
+	cols := "id, name, labels, spec, generation, phase, conditions, aggregated_for, created_time, updated_time, created_by, updated_by, deletion_protection"
+	values := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+	insertArgs := []any{w.ID, w.Name, w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.CreatedTime, w.UpdatedTime,
+		w.CreatedBy, w.UpdatedBy, w.DeletionProtection}
 	var (
 		ctes, sources, conds, counts []string
 		args                         []any
 	)
 	if d.Parent != nil {
-		ctes = append(ctes, "parent AS (SELECT deleted_time FROM "+d.Parent.Table+" WHERE id = ? FOR SHARE)")
-		args = append(args, r.ParentID)
+		where, whereArgs := andTenant("id = ?", []any{r.ParentID}, d.Parent, sc, "")
+		ctes = append(ctes, "parent AS (SELECT deleted_time, tenant FROM "+d.Parent.Table+" WHERE "+where+" FOR SHARE)")
+		args = append(args, whereArgs...)
 		sources, conds = append(sources, "parent"), append(conds, "parent.deleted_time IS NULL")
 		counts = append(counts, "(SELECT count(*) FROM parent) AS parents")
-		cols += ", parent_id"
-		values += ", ?"
+		// A child belongs to its parent's tenant.
+		cols += ", parent_id, tenant"
+		values += ", ?, parent.tenant"
 		insertArgs = append(insertArgs, r.ParentID)
 	} else {
 		counts = append(counts, "1 AS parents")
+		cols += ", tenant"
+		values += ", ?"
+		insertArgs = append(insertArgs, w.Tenant)
 	}
 	for i, ref := range refs {
 		name := fmt.Sprintf("ref%d", i)
@@ -174,41 +207,49 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 			from += " WHERE " + strings.Join(conds, " AND ")
 		}
 	}
-	ctes = append(ctes, "ins AS (INSERT INTO "+d.Table+" ("+cols+") SELECT "+values+from+" RETURNING id)")
+	ctes = append(ctes, "ins AS (INSERT INTO "+d.Table+" ("+cols+") SELECT "+values+from+" RETURNING id, tenant, labels, spec)")
 	args = append(args, insertArgs...)
 	if len(d.RequiredAdapters) > 0 {
 		// Adapter names are DNS labels, so the array literal needs no quoting; it is still a parameter.
-		ctes = append(ctes, `placeholders AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation)
-			SELECT ins.id, ?, a.adapter, ?, ? FROM ins CROSS JOIN unnest(?::text[]) AS a(adapter))`)
+		ctes = append(ctes, `placeholders AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, created_time, resource_generation, tenant)
+			SELECT ins.id, ?, a.adapter, ?, ?, ins.tenant FROM ins CROSS JOIN unnest(?::text[]) AS a(adapter))`)
 		args = append(args, d.Kind, w.CreatedTime, w.Generation, "{"+strings.Join(d.RequiredAdapters, ",")+"}")
 	}
-	ctes = append(ctes, `staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
-		SELECT 'created', ?, ins.id, ?::uuid, ?, 1 FROM ins)`)
-	args = append(args, d.Kind, nullableID(r.ParentID), w.Generation)
+	ctes = append(ctes, `staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
+		SELECT 'created', ?, ins.id, ?::uuid, ?, 1, ins.tenant FROM ins)`,
+		`history AS (INSERT INTO resource_history (tenant, kind, resource_id, parent_id, time, actor, action, generation, changes, phase_to)
+		SELECT ins.tenant, ?, ins.id, ?::uuid, ?, ?, 'created', ?, jsonb_build_object('labels', ins.labels, 'spec', ins.spec), ? FROM ins)`)
+	args = append(args, d.Kind, nullableID(r.ParentID), w.Generation,
+		d.Kind, nullableID(r.ParentID), w.CreatedTime, w.CreatedBy, w.Generation, w.Phase)
 	// The index of the first missing reference, or -1.
 	missing := "-1"
 	for i := len(refs) - 1; i >= 0; i-- {
 		missing = fmt.Sprintf("CASE WHEN NOT EXISTS (SELECT 1 FROM ref%d) THEN %d ELSE %s END", i, i, missing)
 	}
-	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing")
+	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing", "(SELECT tenant FROM ins) AS tenant")
 	stmt := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
-	var outcome struct{ Parents, Inserted, Missing int }
-	if err := rawScan(s.db.WithContext(ctx).Raw(stmt, args...), &outcome); err != nil {
+	var outcome struct {
+		Parents, Inserted, Missing int
+		Tenant                     *string
+	}
+	if err := rawScan(db.Raw(stmt, args...), &outcome); err != nil {
 		if sqlstate(err) == sqlstateUniqueViolation {
-			return nil, nameTaken(d, r.Name)
+			return nameTaken(d, r.Name)
 		}
-		return nil, fmt.Errorf("insert %s: %w", d.Kind, err)
+		return fmt.Errorf("insert %s: %w", d.Kind, err)
 	}
 	switch {
 	case outcome.Parents == 0:
-		return nil, resource.NotFound(d.Parent, r.ParentID)
+		return resource.NotFound(d.Parent, r.ParentID)
 	case outcome.Missing >= 0:
-		return nil, resource.MissingReference(refs[outcome.Missing])
+		return resource.MissingReference(refs[outcome.Missing])
 	case outcome.Inserted == 0:
-		return nil, resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
+		return resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
 	}
-	s.wrote()
-	return r, nil
+	if outcome.Tenant != nil {
+		r.Tenant = *outcome.Tenant
+	}
+	return nil
 }
 
 func nameTaken(d *resource.Descriptor, name string) error {
@@ -222,10 +263,17 @@ func nameTaken(d *resource.Descriptor, name string) error {
 
 // Get implements resource.Store.
 func (s *Store) Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
-	return s.get(s.db.WithContext(ctx), d, parentID, id, false)
+	sc := s.scopeOf(ctx)
+	var out *resource.Resource
+	err := s.scoped(ctx, sc, func(db *gorm.DB) error {
+		var err error
+		out, err = get(db, sc, d, parentID, id, false)
+		return err
+	})
+	return out, err
 }
 
-func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lock bool) (*resource.Resource, error) {
+func get(tx *gorm.DB, sc scope, d *resource.Descriptor, parentID, id string, lock bool) (*resource.Resource, error) {
 	// Plain SQL: this runs on every read and every write, and GORM's query builder costs more than the query.
 	stmt := "SELECT " + columns(d) + " FROM " + d.Table + " WHERE id = ?"
 	args := []any{id}
@@ -233,6 +281,7 @@ func (s *Store) get(tx *gorm.DB, d *resource.Descriptor, parentID, id string, lo
 		stmt += " AND parent_id = ?"
 		args = append(args, parentID)
 	}
+	stmt, args = andTenant(stmt, args, d, sc, "")
 	if lock {
 		stmt += " FOR UPDATE"
 	}
@@ -260,6 +309,17 @@ var orderColumns = map[string]string{
 // page tells it or it is not wanted. A page after a cursor starts where the cursor's row was, so deep pages cost
 // what the first does.
 func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error) {
+	sc := s.scopeOf(ctx)
+	var out resource.ListResult
+	err := s.scoped(ctx, sc, func(db *gorm.DB) error {
+		var err error
+		out, err = s.list(db, sc, d, opts, each)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) list(db *gorm.DB, sc scope, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error) {
 	var out resource.ListResult
 	keys, err := orderKeys(opts.Order)
 	if err != nil {
@@ -267,7 +327,10 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 	}
 	order := orderClause(keys)
 	where := func() (*gorm.DB, error) {
-		q := s.db.WithContext(ctx).Table(d.Table)
+		q := db.Table(d.Table)
+		if cond, args := tenantCond(d, sc, ""); cond != "" {
+			q = q.Where(cond, args...)
+		}
 		if opts.ParentID != "" {
 			q = q.Where("parent_id = ?", opts.ParentID)
 		}
@@ -322,7 +385,7 @@ func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.
 		// Skipping rows costs per row skipped: skip them in the narrow ordered index (an index-only scan when the
 		// filters allow) and fetch only the page's wide rows.
 		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
-		page = selectCols(s.db.WithContext(ctx).Table(d.Table)).Where("id IN (?)", ids).Order(order)
+		page = selectCols(db.Table(d.Table)).Where("id IN (?)", ids).Order(order)
 	}
 	n, last, err := s.eachRow(page, d, opts.Borrow, len(opts.Statuses) > 0, each)
 	if err != nil {
@@ -396,7 +459,7 @@ func scanRows(query *gorm.DB, d *resource.Descriptor, borrow, reports bool, fn f
 		reps                sql.RawBytes
 	)
 	dest := []any{&w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
-		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy}
+		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy, &w.Tenant, &w.DeletionProtection}
 	if borrow {
 		dest[2], dest[3], dest[7] = &labels, &spec, &conds
 	}

@@ -21,10 +21,16 @@ const txAttempts = 4
 
 // InTx implements resource.Store.
 func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
+	sc := s.scopeOf(ctx)
 	var err error
 	for attempt := 1; attempt <= txAttempts; attempt++ {
 		err = s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-			return fn(&txStore{db: db, store: s})
+			if !sc.all {
+				if err := confine(db, sc.tenant); err != nil {
+					return err
+				}
+			}
+			return fn(&txStore{db: db, store: s, scope: sc})
 		})
 		if err == nil {
 			s.wrote()
@@ -46,12 +52,13 @@ func retryable(err error) bool {
 type txStore struct {
 	db    *gorm.DB
 	store *Store
+	scope scope
 }
 
 var _ resource.Tx = (*txStore)(nil)
 
 func (t *txStore) Lock(d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
-	return t.store.get(t.db, d, parentID, id, true)
+	return get(t.db, t.scope, d, parentID, id, true)
 }
 
 func (t *txStore) LockIDs(d *resource.Descriptor, ids []string) ([]*resource.Resource, error) {
@@ -64,6 +71,7 @@ func (t *txStore) LockChildren(d *resource.Descriptor, parentID string) ([]*reso
 
 func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([]*resource.Resource, error) {
 	var rows []row
+	cond, args = andTenant(cond, args, d, t.scope, "")
 	// A fixed order keeps concurrent lockers of overlapping sets from deadlocking each other.
 	err := t.db.Table(d.Table).Select(columns(d)).Where(cond, args...).Order("id").
 		Clauses(clause.Locking{Strength: "UPDATE"}).Find(&rows).Error
@@ -104,15 +112,16 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 	// unless those changed).
 	var versions []int64
 	err = rawScan(t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
-			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, version = version + 1
-			WHERE id = ? RETURNING id, version, generation),
+			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, deletion_protection = ?,
+			version = version + 1
+			WHERE id = ? RETURNING id, version, generation, tenant),
 		copied AS (UPDATE adapter_statuses SET resource_generation = ?, resource_deleting = ?
 			WHERE resource_id = (SELECT id FROM saved) AND (resource_generation <> ? OR resource_deleting <> ?)),
-		staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
-			SELECT ?, ?, id, ?::uuid, generation, version FROM saved)
+		staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
+			SELECT ?, ?, id, ?::uuid, generation, version, tenant FROM saved)
 		SELECT version FROM saved`,
 		w.Labels, w.Spec, w.Generation, w.Phase, w.Conditions, w.AggregatedFor, w.UpdatedTime, w.UpdatedBy, w.DeletedTime,
-		w.DeletedBy, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting(),
+		w.DeletedBy, w.DeletionProtection, r.ID, r.Generation, r.Deleting(), r.Generation, r.Deleting(),
 		string(event), d.Kind, nullableID(r.ParentID)), &versions)
 	if err != nil {
 		return fmt.Errorf("save %s %s: %w", d.Kind, r.ID, err)
@@ -125,7 +134,7 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 }
 
 func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, error) {
-	return readStatuses(t.db, ids)
+	return readStatuses(t.db, ids, t.scope)
 }
 
 // Remove implements resource.Tx: a removed event for each resource of the subtree, deepest first, then the
@@ -139,8 +148,8 @@ func (t *txStore) Remove(d *resource.Descriptor, id string) error {
 	var ids []string
 	for i := len(levels) - 1; i >= 0; i-- {
 		level := levels[i]
-		err := t.db.Exec(`INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version)
-			SELECT 'removed', ?, id, `+parentColumn(level.d)+`, generation, version FROM `+level.d.Table+` WHERE id IN ? ORDER BY id`,
+		err := t.db.Exec(`INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
+			SELECT 'removed', ?, id, `+parentColumn(level.d)+`, generation, version, tenant FROM `+level.d.Table+` WHERE id IN ? ORDER BY id`,
 			level.d.Kind, level.ids).Error
 		if err != nil {
 			return fmt.Errorf("stage removed events of %s: %w", level.d.Kind, err)

@@ -51,6 +51,11 @@ type Descriptor struct {
 	// and immutability say, e.g. a VersionStream's minor moving forward one at a time. It returns the refusal, nil
 	// when the change is allowed. A forced update (Patch.Force, admins only) skips it.
 	Transition func(before, after map[string]any) error
+	// Tenanted marks a kind whose resources belong to a tenant (clusters, node pools): a caller confined to a
+	// tenant sees only its own. A child kind's resources belong to their parent's tenant. Other kinds are global.
+	Tenanted bool
+	// Quota, when set, is what one resource of this kind counts against its tenant's quota of that name.
+	Quota *QuotaRule
 	// ImmutableHint, when set, tells a caller whose change of an immutable field was refused what to do instead
 	// (e.g. create a new node pool); it ends the refusal's message.
 	ImmutableHint string
@@ -71,6 +76,24 @@ type ReportedReference struct {
 	Adapter string      // "cluster-placer"
 	DataKey string      // "management_cluster"
 	Kind    *Descriptor // ManagementCluster
+}
+
+// QuotaRule is how resources of a kind use a tenant's quota: each live one counts 1, or the integer value of its
+// top-level spec field SpecField when that is set (a node pool's replicas: its devices).
+type QuotaRule struct {
+	Name      string // "clusters", "nodepool_devices"
+	SpecField string
+}
+
+// Amount is what a resource with spec (defaulted) counts against the quota.
+func (q *QuotaRule) Amount(spec map[string]any) int64 {
+	if q.SpecField == "" {
+		return 1
+	}
+	if n, ok := spec[q.SpecField].(float64); ok && n > 0 {
+		return int64(n)
+	}
+	return 0
 }
 
 // NamedRef is one reference of one resource: the field and the name it holds.
@@ -107,6 +130,12 @@ func (d *Descriptor) Check() error {
 		if ref.Kind == nil || ref.Kind.Parent != nil || !adapterName.MatchString(ref.Adapter) || !identifier.MatchString(ref.DataKey) {
 			return fmt.Errorf("descriptor %s: reported reference %s/%q must be a plain data key naming a root kind", d.Kind, ref.Adapter, ref.DataKey)
 		}
+	}
+	if d.Quota != nil && (!identifier.MatchString(d.Quota.Name) || (d.Quota.SpecField != "" && !identifier.MatchString(d.Quota.SpecField))) {
+		return fmt.Errorf("descriptor %s: quota %q must name a plain field", d.Kind, d.Quota.Name)
+	}
+	if d.Parent != nil && d.Parent.Tenanted != d.Tenanted {
+		return fmt.Errorf("descriptor %s: a child kind belongs to its parent's tenant, so it is tenanted exactly when %s is", d.Kind, d.Parent.Kind)
 	}
 	return nil
 }

@@ -29,6 +29,8 @@ const (
 	CodeVersionMismatch      Code = "HYPERFLEET-CNF-004" // If-Match named another version (ETag)
 	CodeInUse                Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
 	CodeTransition           Code = "HYPERFLEET-CNF-006" // a spec change the kind's rules refuse from the stored spec (a minor going back)
+	CodeDeletionProtected    Code = "HYPERFLEET-CNF-007" // deletion_protection is on: clear it with a PATCH first
+	CodeQuotaExceeded        Code = "HYPERFLEET-QTA-001" // the tenant's quota would be exceeded
 	CodeStatusStale          Code = "HYPERFLEET-STS-001"
 	CodeExpired              Code = "HYPERFLEET-WAT-001" // a watch position older than the retained change feed
 	CodeUnauthenticated      Code = "HYPERFLEET-AUT-001"
@@ -75,4 +77,11 @@ func ErrorCode(err error) Code {
 		return e.Code
 	}
 	return CodeInternal
+}
+
+// QuotaExceeded is the refusal of amount more of a tenant's quota name, of which it uses used out of limit.
+func QuotaExceeded(name, tenant string, used, amount, limit int64) error {
+	return &Error{Code: CodeQuotaExceeded,
+		Message: fmt.Sprintf("quota %s of tenant %q exceeded: %d in use of %d, and this needs %d more", name, tenant, used, limit, amount),
+		Fields:  []FieldError{{Field: "quota." + name, Message: fmt.Sprintf("%d in use, limit %d, requested %d", used, limit, amount)}}}
 }

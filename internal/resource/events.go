@@ -30,6 +30,8 @@ type Event struct {
 	ParentID   string
 	Generation int64
 	Version    int64
+	// Tenant is the resource's tenant: a watcher confined to a tenant is shown only its events.
+	Tenant string
 }
 
 // Position is a place in the change feed: after the event numbered Seq of the feed's epoch Epoch. The epoch is a

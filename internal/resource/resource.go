@@ -26,7 +26,11 @@ type Resource struct {
 	Kind     string
 	Name     string
 	ParentID string // empty for a root kind
-	Labels   map[string]string
+	// Tenant owns the resource (DefaultTenant for a global kind's). Set at creation from the caller; never changes.
+	Tenant string
+	// DeletionProtection, while true, makes deletes and force-deletes fail; only a PATCH that clears it lifts it.
+	DeletionProtection bool
+	Labels             map[string]string
 	// RawLabels, when not nil, holds the labels as stored JSON instead of Labels: reads that only pass them on
 	// (lists, gets) do not decode them.
 	RawLabels   json.RawMessage

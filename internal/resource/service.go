@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -77,6 +78,12 @@ type Tx interface {
 	WriteReport(d *Descriptor, r *Resource, st *AdapterStatus, save bool, event EventType) error
 	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each.
 	Remove(d *Descriptor, id string) error
+	// Create is Store.Create inside the transaction.
+	Create(d *Descriptor, r *Resource, refs []NamedRef) (*Resource, error)
+	// CheckQuota locks tenant's quotas until the transaction ends and returns a CodeQuotaExceeded error when amount
+	// more of d's quota (Descriptor.Quota) would take the tenant's live resources of d past it; excludeID, when
+	// set, is a resource whose current use amount replaces.
+	CheckQuota(d *Descriptor, tenant, excludeID string, amount int64) error
 }
 
 // Observer is told the outcome of status writes and aggregations, for metrics.
@@ -161,6 +168,10 @@ type CreateInput struct {
 	Name   string
 	Labels map[string]string
 	Spec   json.RawMessage
+	// DeletionProtection makes deletes fail until a PATCH clears it.
+	DeletionProtection bool
+	// DryRun checks everything a create checks (validation, names, references, quota) and stores nothing.
+	DryRun bool
 }
 
 // Patch is an RFC 7386 merge patch of labels and/or spec; a nil member leaves that part alone.
@@ -170,6 +181,8 @@ type Patch struct {
 	// Force applies a spec change that the kind's transition rules (Descriptor.Transition) refuse. Only admins may
 	// force: for anyone else the update fails with CodeForbidden.
 	Force bool
+	// DeletionProtection, when not nil, sets or clears the resource's delete guard.
+	DeletionProtection *bool
 }
 
 // MaxSpecBytes bounds a resource's stored spec (defaults included): every field has a bound, and this caps what
@@ -220,9 +233,77 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 	r := &Resource{
 		ID: id.String(), Kind: d.Kind, Name: in.Name, ParentID: parentID, Labels: labels, Spec: raw,
 		Generation: 1, Version: 1, CreatedTime: now, UpdatedTime: now, CreatedBy: caller.Name, UpdatedBy: caller.Name,
+		Tenant: DefaultTenant, DeletionProtection: in.DeletionProtection,
+	}
+	if d.Tenanted {
+		r.Tenant = caller.NewTenant() // a child's is its parent's, which the store sets
 	}
 	r.Status, _ = Aggregate(d, r, nil, now)
-	return s.store.Create(ctx, d, r, namedRefs(d, spec))
+	refs := namedRefs(d, spec)
+	if d.Quota == nil && !in.DryRun {
+		return s.store.Create(ctx, d, r, refs)
+	}
+	var created *Resource
+	err = s.store.InTx(ctx, func(tx Tx) error {
+		if d.Quota != nil {
+			tenant := r.Tenant
+			if d.Parent != nil {
+				parent, err := tx.Lock(d.Parent, "", parentID)
+				if err != nil {
+					return err
+				}
+				tenant = parent.Tenant
+			}
+			if err := tx.CheckQuota(d, tenant, "", d.Quota.Amount(spec)); err != nil {
+				return err
+			}
+		}
+		var err error
+		if created, err = tx.Create(d, r, refs); err != nil {
+			return err
+		}
+		if in.DryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if errors.Is(err, errDryRun) {
+		return created, nil
+	}
+	return created, err
+}
+
+// errDryRun rolls back a dry run's transaction once everything it checks has passed.
+var errDryRun = errors.New("dry run")
+
+// unconfined returns ctx with its caller allowed to see every tenant, for writes of a global kind: its references
+// and in-use checks must count every tenant's resources, not only the caller's.
+func unconfined(ctx context.Context, d *Descriptor) context.Context {
+	if d.Tenanted {
+		return ctx
+	}
+	c := CallerFrom(ctx)
+	c.AllTenants = true
+	return WithCaller(ctx, c)
+}
+
+// checkUnprotected refuses to delete r while it, or a live descendant, has deletion protection on.
+func (s *Service) checkUnprotected(tx Tx, d *Descriptor, r *Resource) error {
+	if r.DeletionProtection {
+		return Errorf(CodeDeletionProtected, "%s %q has deletion protection on: clear it first with a PATCH of {\"deletion_protection\": false}", d.Kind, r.Name)
+	}
+	for _, child := range s.children[d] {
+		kids, err := tx.LockChildren(child, r.ID)
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := s.checkUnprotected(tx, child, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Get returns one resource; parentID, when set, must be its parent.
@@ -274,9 +355,10 @@ func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, eac
 // CodeVersionMismatch): any write since, labels and status included, fails the update. The generation increments
 // only when the spec changes semantically.
 func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string, p Patch, ifMatch *int64) (*Resource, error) {
-	if p.Labels == nil && p.Spec == nil {
-		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec and/or labels"}
+	if p.Labels == nil && p.Spec == nil && p.DeletionProtection == nil {
+		return nil, &Error{Code: CodeInvalid, Message: "the patch changes nothing: give spec, labels and/or deletion_protection"}
 	}
+	ctx = unconfined(ctx, d)
 	caller := CallerFrom(ctx)
 	if p.Force && !caller.Admin {
 		return nil, &Error{Code: CodeForbidden, Message: "force=true (a change the kind's rules refuse) requires role admin"}
@@ -289,6 +371,9 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 			return Errorf(CodeDeleting, "the %s is being deleted and can no longer change", d.Kind)
 		}
 		changed := false
+		if p.DeletionProtection != nil && *p.DeletionProtection != r.DeletionProtection {
+			r.DeletionProtection, changed = *p.DeletionProtection, true
+		}
 		if p.Labels != nil {
 			labels, err := patchLabels(r.Labels, p.Labels)
 			if err != nil {
@@ -323,6 +408,11 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 					return cmp.Or(err, MissingReference(ref))
 				}
 			}
+			if d.Quota != nil && d.Quota.Amount(spec) > d.Quota.Amount(old) {
+				if err := tx.CheckQuota(d, r.Tenant, r.ID, d.Quota.Amount(spec)); err != nil {
+					return err
+				}
+			}
 			if !reflect.DeepEqual(old, spec) {
 				raw, err := encodeSpec(spec)
 				if err != nil {
@@ -349,9 +439,13 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 // finalize (a kind without required adapters) and that has no children left is removed at once.
 func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
 	by, now := CallerFrom(ctx).Name, s.now()
+	ctx = unconfined(ctx, d)
 	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
 		if r.Deleting() {
 			return nil
+		}
+		if err := s.checkUnprotected(tx, d, r); err != nil {
+			return err
 		}
 		if err := s.checkNotReferenced(tx, d, r); err != nil {
 			return err

@@ -188,7 +188,11 @@ func (s *Service) ListStatuses(ctx context.Context, d *Descriptor, parentID, id 
 // ForceDelete removes a resource and its whole subtree at once, whatever the adapters have reported. It returns
 // the resource as it was.
 func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id string) (*Resource, error) {
+	ctx = unconfined(ctx, d)
 	return s.withLocked(ctx, d, parentID, id, func(tx Tx, r *Resource) error {
+		if err := s.checkUnprotected(tx, d, r); err != nil {
+			return err
+		}
 		if err := tx.Remove(d, r.ID); err != nil {
 			return err
 		}

@@ -99,6 +99,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		return nil, fmt.Errorf("public openapi document: %w", err)
 	}
 	store := postgres.NewStore(s.db, set.All)
+	if cfg.JWT.TenantClaim != "" {
+		if err := postgres.CheckTenancy(ctx, s.db); err != nil {
+			return nil, err
+		}
+		store.EnableTenancy()
+		log.Info("tenancy on: callers are confined to the tenant their token's claim names", "claim", cfg.JWT.TenantClaim)
+	}
 	svc := resource.NewService(store, set.All)
 	if s.feedPool, err = postgres.OpenFeedPool(ctx, s.dsn); err != nil {
 		return nil, err
@@ -112,7 +119,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	// deleting resource that every adapter of the new set has finalized goes: each is logged, as it is data lost.
 	for _, d := range set.All {
 		start := time.Now()
-		n, err := svc.Reaggregate(ctx, d, 500, resource.ReaggregateHooks{
+		n, err := svc.Reaggregate(resource.WithCaller(ctx, resource.SystemCaller()), d, 500, resource.ReaggregateHooks{
 			Progress: func(done int) {
 				if done%10000 == 0 {
 					log.Info("re-aggregating for the configured required adapters", "kind", d.Kind, "done", done)
@@ -162,7 +169,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		AdapterRateLimit: cfg.AdapterRateLimit, AdapterRateBurst: cfg.AdapterRateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 		WatchesPerIdentity: cfg.WatchesPerIdentity, WatchesTotal: cfg.WatchesTotal, WatchMaxLifetime: cfg.WatchMaxLifetime,
-		ListsPerIdentity: cfg.ListsPerIdentity,
+		ListsPerIdentity: cfg.ListsPerIdentity, Tenancy: cfg.JWT.TenantClaim != "",
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err

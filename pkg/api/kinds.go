@@ -37,6 +37,15 @@ type Kind struct {
 	Platform bool
 	// Columns are the kind's own columns in the CLI's tables, between NAME and PHASE.
 	Columns []Column
+	// Quota, when set, is the tenant quota each live resource of this kind uses (GET /tenants/{tenant}).
+	Quota *Quota
+}
+
+// Quota is how resources of a kind count against a tenant's quota: 1 each, or the integer value of a top-level
+// spec field (a node pool's replicas count against nodepool_devices).
+type Quota struct {
+	Name      string // "clusters"
+	SpecField string // "" for 1 each
 }
 
 // Reference is a top-level spec field whose string value names a live resource of a root kind (a cluster's
@@ -104,7 +113,7 @@ func Kinds() *KindTable {
 	}
 	cluster := &Kind{
 		Name: "Cluster", Singular: "cluster", Plural: "clusters", Short: "cl",
-		NameMin: 3, NameMax: 53, SpecSchema: "ClusterSpec",
+		NameMin: 3, NameMax: 53, SpecSchema: "ClusterSpec", Quota: &Quota{Name: "clusters"},
 		References:         []Reference{{Field: "version_stream", Kind: versionStream}, {Field: "upgrade_schedule", Kind: upgradeSchedule}},
 		ReportedReferences: []ReportedReference{{Adapter: "cluster-placer", DataKey: "management_cluster", Kind: managementCluster}},
 		Columns: []Column{
@@ -117,7 +126,7 @@ func Kinds() *KindTable {
 	}
 	nodePool := &Kind{
 		Name: "NodePool", Singular: "nodepool", Plural: "nodepools", Short: "np", Parent: cluster,
-		NameMin: 3, NameMax: 15, SpecSchema: "NodePoolSpec",
+		NameMin: 3, NameMax: 15, SpecSchema: "NodePoolSpec", Quota: &Quota{Name: "nodepool_devices", SpecField: "replicas"},
 		Columns: []Column{
 			{Header: "REPLICAS", JSONPath: "{.spec.replicas}"},
 			{Header: "DEVICE TYPE", JSONPath: "{.spec.platform.hivelocity.device_type}", Wide: true},
