@@ -264,7 +264,7 @@ func tenancyFingerprint(tb testing.TB, db *gorm.DB) map[string]string {
 	sums := map[string]string{
 		"clusters": `SELECT count(*) || ' ' || md5(string_agg(id::text || name || spec::text || labels::text || generation || phase ||
 			coalesce(deleted_time::text, '-') || version, ',' ORDER BY id)) FROM clusters`,
-		"nodepools": `SELECT count(*) || ' ' || md5(string_agg(id::text || parent_id::text || name || spec::text || labels::text, ',' ORDER BY id)) FROM nodepools`,
+		"nodepools":      `SELECT count(*) || ' ' || md5(string_agg(id::text || parent_id::text || name || spec::text || labels::text, ',' ORDER BY id)) FROM nodepools`,
 		"versionstreams": `SELECT count(*) || ' ' || md5(string_agg(id::text || name || spec::text, ',' ORDER BY id)) FROM versionstreams`,
 		"adapter_statuses": `SELECT count(*) || ' ' || md5(string_agg(resource_id::text || kind || adapter || observed_generation || conditions::text ||
 			data::text || pending, ',' ORDER BY resource_id, adapter)) FROM adapter_statuses`,
