@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -74,9 +75,10 @@ func LoadOrCreateDevIssuer(dir string) (*DevIssuer, error) {
 func (d *DevIssuer) JWKSPath() string { return d.jwks }
 
 // Mint returns a signed ES256 token with header kid and claims iss, aud, sub (= subject), iat and nbf (now), exp
-// (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default. It returns
-// an error if subject, issuer or audience is empty, ttl is not positive or a role is unknown.
-func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string) (string, error) {
+// (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default. Claims in
+// extra are added as given (e.g. a tenant claim such as org_id); they cannot replace those above. It returns an
+// error if subject, issuer or audience is empty, ttl is not positive or a role is unknown.
+func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, extra ...map[string]any) (string, error) {
 	switch {
 	case subject == "" || issuer == "" || audience == "":
 		return "", errors.New("dev issuer: subject, issuer and audience are required")
@@ -84,14 +86,18 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 		return "", fmt.Errorf("dev issuer: ttl must be positive, not %s", ttl)
 	}
 	now := time.Now()
-	claims := jwt.MapClaims{
+	claims := jwt.MapClaims{}
+	for _, m := range extra {
+		maps.Copy(claims, m)
+	}
+	maps.Copy(claims, jwt.MapClaims{
 		"iss": issuer,
 		"aud": audience,
 		"sub": subject,
 		"iat": now.Unix(),
 		"nbf": now.Unix(),
 		"exp": now.Add(ttl).Unix(),
-	}
+	})
 	if len(roles) > 0 {
 		names := make([]string, len(roles))
 		for i, r := range roles {
