@@ -306,6 +306,19 @@ func TestTenancyListsShowOnlyTheCallersTenant(t *testing.T) {
 		require.Equal(t, http.StatusOK, got.StatusCode(), "body: %s", got.Body)
 	}
 
+	// A platform user of a tenant writes the global kinds, which every tenant then reads.
+	platform := e.mint("paula", []auth.Role{auth.RoleUser, auth.RolePlatform}, "", map[string]any{tenancyClaim: e.tenantA})
+	status, body = tenancyDo(t, e.s, platform, http.MethodPost, "/versionstreams", "application/json",
+		`{"name": "fast-4-17", "spec": {"target_version": "4.17"}}`)
+	require.Equal(t, http.StatusCreated, status, "body: %s", body)
+	var stream api.Resource
+	require.NoError(t, json.Unmarshal(body, &stream))
+	status, body = tenancyDo(t, e.s, platform, http.MethodPatch, "/versionstreams/"+stream.Id.String(), "application/merge-patch+json", `{"labels": {"tier": "fast"}}`)
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	status, body = tenancyDo(t, e.s, e.userB, http.MethodGet, "/versionstreams?"+search("labels.tier = 'fast'"), "", "")
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	require.Equal(t, []string{"fast-4-17"}, tenancyNames(t, body))
+
 	// With tenancy on, a user whose token names no tenant is refused rather than put somewhere.
 	status, body = tenancyDo(t, e.s, e.mint("nobody", []auth.Role{auth.RoleUser}, "", nil), http.MethodGet, "/clusters", "", "")
 	require.Equal(t, http.StatusForbidden, status, "body: %s", body)
