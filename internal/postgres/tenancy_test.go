@@ -181,7 +181,7 @@ func tenancySeed(tb testing.TB, db *gorm.DB, tenant string) {
 // The migration before tenancy, and tenancy's: released migrations never change, so their IDs are fixed.
 const (
 	tenancyPreviousMigration = "202612050012_managementclusters"
-	tenancyMigration         = "202612050013_tenancy"
+	tenancyMigration         = "202612050014_tenancy"
 )
 
 // tenancyMigrationClusters is the size of the existing single-tenant fleet the tenancy migration is measured on.

@@ -89,7 +89,7 @@ func (e *tenancyEnv) seed(tb testing.TB) {
 
 func tenancyCreateCluster(tb testing.TB, s *apiServer, token, name string) *api.Cluster {
 	tb.Helper()
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: name, Spec: clusterSpec(defaultStream)}, bearer(token))
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: name, Spec: clusterSpec(defaultStream)}, bearer(token))
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
@@ -97,7 +97,7 @@ func tenancyCreateCluster(tb testing.TB, s *apiServer, token, name string) *api.
 
 func tenancyCreatePool(tb testing.TB, s *apiServer, token string, c *api.Cluster, name string) *api.NodePool {
 	tb.Helper()
-	resp, err := s.CreateNodePoolWithResponse(ctxFor(tb), c.Id, api.NodePoolCreate{Name: name, Spec: nodePoolSpec(1)}, bearer(token))
+	resp, err := s.CreateNodePoolWithResponse(ctxFor(tb), c.Id, nil, api.NodePoolCreate{Name: name, Spec: nodePoolSpec(1)}, bearer(token))
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
@@ -287,9 +287,7 @@ func TestTenancyListsShowOnlyTheCallersTenant(t *testing.T) {
 		require.Equal(t, "same", got.JSON200.Name)
 		var doc struct{ Tenant string }
 		require.NoError(t, json.Unmarshal(got.Body, &doc))
-		if doc.Tenant != "" { // the lead presents tenant on every resource
-			require.Equal(t, tenants[who], doc.Tenant)
-		}
+		require.Equal(t, tenants[who], doc.Tenant)
 	}
 	// A name is still unique within a tenant.
 	status, body := tenancyDo(t, e.s, e.userB, http.MethodPost, "/clusters", "application/json",
@@ -306,26 +304,14 @@ func TestTenancyListsShowOnlyTheCallersTenant(t *testing.T) {
 		require.Equal(t, http.StatusOK, got.StatusCode(), "body: %s", got.Body)
 	}
 
-	// A platform user of a tenant writes the global kinds, which every tenant then reads.
-	platform := e.mint("paula", []auth.Role{auth.RoleUser, auth.RolePlatform}, "", map[string]any{tenancyClaim: e.tenantA})
-	status, body = tenancyDo(t, e.s, platform, http.MethodPost, "/versionstreams", "application/json",
-		`{"name": "fast-4-17", "spec": {"target_version": "4.17"}}`)
-	require.Equal(t, http.StatusCreated, status, "body: %s", body)
-	var stream api.Resource
-	require.NoError(t, json.Unmarshal(body, &stream))
-	status, body = tenancyDo(t, e.s, platform, http.MethodPatch, "/versionstreams/"+stream.Id.String(), "application/merge-patch+json", `{"labels": {"tier": "fast"}}`)
-	require.Equal(t, http.StatusOK, status, "body: %s", body)
-	status, body = tenancyDo(t, e.s, e.userB, http.MethodGet, "/versionstreams?"+search("labels.tier = 'fast'"), "", "")
-	require.Equal(t, http.StatusOK, status, "body: %s", body)
-	require.Equal(t, []string{"fast-4-17"}, tenancyNames(t, body))
-
 	// With tenancy on, a user whose token names no tenant is refused rather than put somewhere.
 	status, body = tenancyDo(t, e.s, e.mint("nobody", []auth.Role{auth.RoleUser}, "", nil), http.MethodGet, "/clusters", "", "")
 	require.Equal(t, http.StatusForbidden, status, "body: %s", body)
 }
 
-// tenancyCheckItems checks that a list's items with statuses carry only their own reports, and, when the API
-// presents the tenant and tenant is not "", that each item is tenant's.
+// tenancyCheckItems checks that every item of a list shows its tenant, which is tenant's (unless tenant is "", an
+// all-tenant caller's, or the item is of a global kind, whose rows are the default tenant's), and that items with
+// statuses carry only their own reports.
 func tenancyCheckItems(tb testing.TB, body []byte, tenant string) {
 	tb.Helper()
 	var list struct {
@@ -339,7 +325,8 @@ func tenancyCheckItems(tb testing.TB, body []byte, tenant string) {
 	}
 	require.NoError(tb, json.Unmarshal(body, &list))
 	for _, it := range list.Items {
-		if tenant != "" && it.Tenant != nil && *it.Tenant != "default" {
+		require.NotNil(tb, it.Tenant, "every resource shows its tenant: item %s", it.Id)
+		if tenant != "" && *it.Tenant != "default" {
 			require.Equal(tb, tenant, *it.Tenant, "item %s", it.Id)
 		}
 		if it.AdapterStatuses != nil {
@@ -444,3 +431,20 @@ func TestTenancyRelayLabelsEveryMessage(t *testing.T) {
 
 // tenancyRelayHeader is the message header that carries the tenant (eventrelay.TenantHeader).
 const tenancyRelayHeader = "Hyperfleet-Tenant"
+
+// A platform user of a tenant creates and changes the global kinds, which every tenant then reads: their rows, and
+// their history, are the default tenant's, not the creator's.
+func TestTenancyPlatformUsersWriteGlobalKinds(t *testing.T) {
+	e := tenancyStart(t)
+	platform := e.mint("paula", []auth.Role{auth.RoleUser, auth.RolePlatform}, "", map[string]any{tenancyClaim: e.tenantA})
+	status, body := tenancyDo(t, e.s, platform, http.MethodPost, "/versionstreams", "application/json",
+		`{"name": "fast-4-17", "spec": {"target_version": "4.17"}}`)
+	require.Equal(t, http.StatusCreated, status, "body: %s", body)
+	var stream api.Resource
+	require.NoError(t, json.Unmarshal(body, &stream))
+	status, body = tenancyDo(t, e.s, platform, http.MethodPatch, "/versionstreams/"+stream.Id.String(), "application/merge-patch+json", `{"labels": {"tier": "fast"}}`)
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	status, body = tenancyDo(t, e.s, e.userB, http.MethodGet, "/versionstreams?search="+url.QueryEscape("labels.tier = 'fast'"), "", "")
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	require.Equal(t, []string{"fast-4-17"}, tenancyNames(t, body))
+}
