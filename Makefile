@@ -152,6 +152,12 @@ bench: build ## Load-test a running API (make run's, with a minted token): creat
 bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per request kind, and its CPU per request
 	BIN=$(BIN) test/bench/limit.sh
 
+# Tenancy's cost: the API's CPU per request (create, get, list, search) with --tenant-claim against without, JWT on
+# in both, on fresh databases of BENCH_PG, BENCH_RUNS interleaved runs each (test/bench/tenancy.sh).
+.PHONY: bench-tenancy
+bench-tenancy: build ## Measure the API's CPU per request with tenancy on versus off (median of interleaved runs)
+	BIN=$(BIN) test/bench/tenancy.sh
+
 .PHONY: bench-scale
 bench-scale: build ## Measure request latency at 1,000 and at 100,000 clusters (1,000,000 status rows), one client
 	BIN=$(BIN) test/bench/scale.sh

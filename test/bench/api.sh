@@ -1,11 +1,12 @@
-# Sourced by the bench scripts: start_api NAME REQUIRED creates a fresh database hf_NAME_<pid> on $pg, migrates it
-# with the REQUIRED adapters and serves $bin/hyperfleet-api on it (no auth, no rate limit) at $api_port, $health_port
-# and $metrics_port; the database, the API and $work go when the script exits. It sets url (the database's),
-# work (a scratch directory) and api_pid, and needs say() defined.
+# Sourced by the bench scripts: start_api NAME REQUIRED [SERVE FLAG...] creates a fresh database hf_NAME_<pid> on $pg,
+# migrates it with the REQUIRED adapters and serves $bin/hyperfleet-api on it (no auth unless the extra serve flags
+# turn it on, no rate limit) at $api_port, $health_port and $metrics_port; the database, the API and $work go when
+# the script exits. It sets url (the database's), work (a scratch directory) and api_pid, and needs say() defined.
 
 start_api() {
-	local base query
-	db=hf_$1_$$
+	local base query name=$1 required=$2
+	shift 2
+	db=hf_${name}_$$
 	base=${pg%%\?*}
 	base=${base%/*}
 	query=${pg#*\?}
@@ -17,11 +18,11 @@ start_api() {
 
 	say "database $db on ${base#*@}"
 	psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
-	"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters "$2" 2>"$work/migrate.log" ||
+	"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters "$required" 2>"$work/migrate.log" ||
 		{ cat "$work/migrate.log" >&2; exit 1; }
 	"$bin/hyperfleet-api" serve --db-url "$url" --api-server-bindaddress "127.0.0.1:$api_port" \
 		--health-server-bindaddress "127.0.0.1:$health_port" --metrics-server-bindaddress "127.0.0.1:$metrics_port" \
-		--rate-limit 0 --log-level warn 2>"$work/api.log" &
+		--rate-limit 0 --log-level warn "$@" 2>"$work/api.log" &
 	api_pid=$!
 	for _ in $(seq 1 100); do
 		curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null && return 0
