@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/eventrelay"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
@@ -198,7 +199,7 @@ func TestTenancyCrossingTenantsIsNotFound(t *testing.T) {
 			require.Equal(t, missStatus, crossStatus, "a missing id's: %s", missBody)
 			require.Equal(t, tenancyProblemShape(t, missBody, missing...), tenancyProblemShape(t, crossBody, r.ids...))
 			if r.want == http.StatusNotFound {
-				require.Contains(t, string(crossBody), string(resource404Code))
+				require.Contains(t, string(crossBody), string(tenancyNotFoundCode))
 			}
 		})
 	}
@@ -218,8 +219,8 @@ func TestTenancyCrossingTenantsIsNotFound(t *testing.T) {
 	}
 }
 
-// resource404Code is the code every crossing (and every missing id) gets.
-const resource404Code = "HYPERFLEET-NTF-001"
+// tenancyNotFoundCode is the code every crossing (and every missing id) gets.
+const tenancyNotFoundCode = "HYPERFLEET-NTF-001"
 
 // tenancyNames returns the names of a list's items, sorted.
 func tenancyNames(tb testing.TB, body []byte) []string {
@@ -422,15 +423,12 @@ func TestTenancyRelayLabelsEveryMessage(t *testing.T) {
 		if !tenanted {
 			want = "default" // a global kind's resource (the seeded version stream)
 		}
-		require.Equal(t, want, m.Header.Get(tenancyRelayHeader), "message %d: %s %s", seq, m.Subject, m.Data)
+		require.Equal(t, want, m.Header.Get(eventrelay.TenantHeader), "message %d: %s %s", seq, m.Subject, m.Data)
 		seen[want]++
 	}
 	require.Positive(t, seen[e.tenantA])
 	require.Positive(t, seen[e.tenantB])
 }
-
-// tenancyRelayHeader is the message header that carries the tenant (eventrelay.TenantHeader).
-const tenancyRelayHeader = "Hyperfleet-Tenant"
 
 // A platform user of a tenant creates and changes the global kinds, which every tenant then reads: their rows, and
 // their history, are the default tenant's, not the creator's.
