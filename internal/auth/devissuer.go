@@ -75,8 +75,8 @@ func (d *DevIssuer) JWKSPath() string { return d.jwks }
 
 // Mint returns a signed ES256 token with header kid and claims iss, aud, sub (= subject), iat and nbf (now), exp
 // (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default. It returns
-// an error if subject, issuer or audience is empty, ttl is not positive or a role is unknown.
-func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string) (string, error) {
+// an error if subject, issuer or audience is empty, ttl is not positive or a role is unknown. Options add claims.
+func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, opts ...MintOption) (string, error) {
 	switch {
 	case subject == "" || issuer == "" || audience == "":
 		return "", errors.New("dev issuer: subject, issuer and audience are required")
@@ -105,6 +105,9 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 	if adapter != "" {
 		claims[DefaultAdapterClaim] = adapter
 	}
+	for _, o := range opts {
+		o(claims)
+	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
 	tok.Header["kid"] = d.kid
 	signed, err := tok.SignedString(d.key)
@@ -112,6 +115,15 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 		return "", fmt.Errorf("dev issuer: sign: %w", err)
 	}
 	return signed, nil
+}
+
+// MintOption adds to the claims of a token Mint makes.
+type MintOption func(jwt.MapClaims)
+
+// WithClaim makes Mint set the claim name to value (a JSON string, number, array or object), e.g. the tenant claim
+// a Verifier reads with VerifierConfig.TenantClaim; it replaces a claim of that name Mint would set itself.
+func WithClaim(name string, value any) MintOption {
+	return func(c jwt.MapClaims) { c[name] = value }
 }
 
 func readDevKey(path string) (*ecdsa.PrivateKey, error) {

@@ -37,6 +37,8 @@ var statusOf = map[resource.Code]int{
 	resource.CodeVersionMismatch:      http.StatusPreconditionFailed,
 	resource.CodeInUse:                http.StatusConflict,
 	resource.CodeTransition:           http.StatusConflict,
+	resource.CodeDeletionProtected:    http.StatusConflict,
+	resource.CodeQuotaExceeded:        http.StatusConflict,
 	resource.CodeStatusStale:          http.StatusConflict,
 	resource.CodeExpired:              http.StatusGone,
 	resource.CodeUnauthenticated:      http.StatusUnauthorized,

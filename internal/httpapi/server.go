@@ -78,6 +78,8 @@ type Config struct {
 	// Tenancy confines every caller but admins and adapters to the tenant its token names (auth.Identity.Tenant);
 	// off, every resource is in resource.DefaultTenant and every caller sees it.
 	Tenancy bool
+	// Tenants serves /tenants and /tenant (resource.Tenants); nil answers them 404.
+	Tenants TenantService
 }
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
@@ -173,6 +175,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		resources.Handle(item+"/statuses", k.route(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
 		resources.Handle(item+"/force-delete", k.route(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
 	}
+	s.routeTenants(resources)
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
 	// so the version, the OpenAPI document and the UI stay public.
 	r.Use(s.observe)

@@ -1246,6 +1246,62 @@ type SparseResource struct {
 	UpdatedTime     *time.Time              `json:"updated_time,omitempty"`
 }
 
+// Tenant defines model for Tenant.
+type Tenant struct {
+	// CreatedTime When an admin first set its quotas; absent until then.
+	CreatedTime *time.Time `json:"created_time,omitempty"`
+	Href        string     `json:"href"`
+	Id          string     `json:"id"`
+
+	// Kind Example: Tenant
+	Kind string `json:"kind"`
+
+	// Quotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+	Quotas TenantQuotas `json:"quotas"`
+
+	// UpdatedBy Who last set its quotas; absent until then.
+	UpdatedBy *string `json:"updated_by,omitempty"`
+
+	// UpdatedTime When an admin last set its quotas; absent until then.
+	UpdatedTime *time.Time `json:"updated_time,omitempty"`
+
+	// Usage What the tenant's live (not deleting) resources use of each quota.
+	Usage TenantUsage `json:"usage"`
+}
+
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Items []Tenant `json:"items"`
+
+	// Kind Example: TenantList
+	Kind string `json:"kind"`
+
+	// Next The id to pass as after= for the next page; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Size int     `json:"size"`
+}
+
+// TenantPut defines model for TenantPut.
+type TenantPut struct {
+	// Quotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+	Quotas TenantQuotas `json:"quotas"`
+}
+
+// TenantQuotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+type TenantQuotas struct {
+	// Clusters Live clusters at most.
+	Clusters *int64 `json:"clusters,omitempty"`
+
+	// NodepoolDevices Sum of the live node pools' replicas at most.
+	NodepoolDevices *int64 `json:"nodepool_devices,omitempty"`
+}
+
+// TenantUsage What the tenant's live (not deleting) resources use of each quota.
+type TenantUsage struct {
+	Clusters        int64 `json:"clusters"`
+	NodepoolDevices int64 `json:"nodepool_devices"`
+}
+
 // UpgradeSchedule defines model for UpgradeSchedule.
 type UpgradeSchedule struct {
 	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
@@ -1770,6 +1826,12 @@ type Size = int
 // Statuses Example: hostedcluster-applier,version-resolver
 type Statuses = string
 
+// TenantAfter defines model for tenant_after.
+type TenantAfter = string
+
+// TenantId defines model for tenant_id.
+type TenantId = string
+
 // UpgradescheduleId defines model for upgradeschedule_id.
 type UpgradescheduleId = openapi_types.UUID
 
@@ -1784,6 +1846,9 @@ type BadRequest = Problem
 
 // Conflict RFC 9457 problem details.
 type Conflict = Problem
+
+// ConflictOrQuotaExceeded RFC 9457 problem details.
+type ConflictOrQuotaExceeded = Problem
 
 // Error RFC 9457 problem details.
 type Error = Problem
@@ -2106,6 +2171,15 @@ type ListNodePoolsParams struct {
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Size Items per page.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The id of the last tenant of the previous page (its `next`); the page starts after it.
+	After *TenantAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // ListUpgradeSchedulesParams defines parameters for ListUpgradeSchedules.
 type ListUpgradeSchedulesParams struct {
 	// Page 1-based page number.
@@ -2306,6 +2380,9 @@ type PostManagementClusterStatusJSONRequestBody = AdapterStatusReport
 
 // PutManagementClusterStatusJSONRequestBody defines body for PutManagementClusterStatus for application/json ContentType.
 type PutManagementClusterStatusJSONRequestBody = AdapterStatusReport
+
+// PutTenantJSONRequestBody defines body for PutTenant for application/json ContentType.
+type PutTenantJSONRequestBody = TenantPut
 
 // CreateUpgradeScheduleJSONRequestBody defines body for CreateUpgradeSchedule for application/json ContentType.
 type CreateUpgradeScheduleJSONRequestBody = UpgradeScheduleCreate
@@ -2982,6 +3059,56 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOwnTenant Get the caller's own tenant's quotas and usage
+	//
+	// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+	// everyone while tenancy is off), for any authenticated caller.
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+	GetOwnTenant(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenants List tenants with their quotas and usage (admin only)
+	//
+	// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+	// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+	ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTenant Get a tenant's quotas and usage
+	//
+	// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+	// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+	GetTenant(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenantWithBody Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithBody(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenant Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenant(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUpgradeSchedules List upgrade schedules
 	//
@@ -3959,6 +4086,106 @@ func (c *Client) PutManagementClusterStatus(ctx context.Context, managementclust
 // Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 func (c *Client) ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListNodePoolsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOwnTenant Get the caller's own tenant's quotas and usage
+//
+// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+// everyone while tenancy is off), for any authenticated caller.
+//
+// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+func (c *Client) GetOwnTenant(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOwnTenantRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenants List tenants with their quotas and usage (admin only)
+//
+// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+func (c *Client) ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTenant Get a tenant's quotas and usage
+//
+// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+func (c *Client) GetTenant(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTenantRequest(c.Server, tenant)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenantWithBody Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *Client) PutTenantWithBody(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantRequestWithBody(c.Server, tenant, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenant Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *Client) PutTenant(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantRequest(c.Server, tenant, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6522,6 +6749,180 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 	return req, nil
 }
 
+// NewGetOwnTenantRequest constructs an http.Request for the GetOwnTenant method
+func NewGetOwnTenantRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenant")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTenantsRequest constructs an http.Request for the ListTenants method
+func NewListTenantsRequest(server string, params *ListTenantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTenantRequest constructs an http.Request for the GetTenant method
+func NewGetTenantRequest(server string, tenant TenantId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTenantRequest calls the generic PutTenant builder with application/json body
+func NewPutTenantRequest(server string, tenant TenantId, body PutTenantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTenantRequestWithBody(server, tenant, "application/json", bodyReader)
+}
+
+// NewPutTenantRequestWithBody constructs an http.Request for the PutTenant method, with any body, and a specified content type
+func NewPutTenantRequestWithBody(server string, tenant TenantId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListUpgradeSchedulesRequest constructs an http.Request for the ListUpgradeSchedules method
 func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesParams) (*http.Request, error) {
 	var err error
@@ -8090,6 +8491,62 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePoolsWithResponse(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*ListNodePoolsResponse, error)
 
+	// GetOwnTenantWithResponse Get the caller's own tenant's quotas and usage
+	//
+	// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+	// everyone while tenancy is off), for any authenticated caller.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+	GetOwnTenantWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOwnTenantResponse, error)
+
+	// ListTenantsWithResponse List tenants with their quotas and usage (admin only)
+	//
+	// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+	// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+	ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error)
+
+	// GetTenantWithResponse Get a tenant's quotas and usage
+	//
+	// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+	// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+	GetTenantWithResponse(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*GetTenantResponse, error)
+
+	// PutTenantWithBodyWithResponse Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithBodyWithResponse(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantResponse, error)
+
+	// PutTenantWithResponse Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithResponse(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantResponse, error)
+
 	// ListUpgradeSchedulesWithResponse List upgrade schedules
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8456,7 +8913,7 @@ type CreateClusterResponse struct {
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -8478,7 +8935,7 @@ func (r CreateClusterResponse) GetApplicationproblemJSON400() *BadRequest {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateClusterResponse) GetApplicationproblemJSON409() *Conflict {
+func (r CreateClusterResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
 	return r.ApplicationproblemJSON409
 }
 
@@ -8873,7 +9330,7 @@ type CreateNodePoolResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -8900,7 +9357,7 @@ func (r CreateNodePoolResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateNodePoolResponse) GetApplicationproblemJSON409() *Conflict {
+func (r CreateNodePoolResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
 	return r.ApplicationproblemJSON409
 }
 
@@ -9080,7 +9537,7 @@ type PatchNodePoolResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *Conflict
+	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -9107,7 +9564,7 @@ func (r PatchNodePoolResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r PatchNodePoolResponse) GetApplicationproblemJSON409() *Conflict {
+func (r PatchNodePoolResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
 	return r.ApplicationproblemJSON409
 }
 
@@ -10337,6 +10794,226 @@ func (r ListNodePoolsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListNodePoolsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetOwnTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOwnTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetOwnTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOwnTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOwnTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOwnTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOwnTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantsResponse) GetJSON200() *TenantList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTenantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12223,6 +12900,92 @@ func (c *ClientWithResponses) ListNodePoolsWithResponse(ctx context.Context, par
 	return ParseListNodePoolsResponse(rsp)
 }
 
+// GetOwnTenantWithResponse Get the caller's own tenant's quotas and usage
+//
+// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+// everyone while tenancy is off), for any authenticated caller.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+func (c *ClientWithResponses) GetOwnTenantWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOwnTenantResponse, error) {
+	rsp, err := c.GetOwnTenant(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOwnTenantResponse(rsp)
+}
+
+// ListTenantsWithResponse List tenants with their quotas and usage (admin only)
+//
+// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+func (c *ClientWithResponses) ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error) {
+	rsp, err := c.ListTenants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantsResponse(rsp)
+}
+
+// GetTenantWithResponse Get a tenant's quotas and usage
+//
+// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*GetTenantResponse, error) {
+	rsp, err := c.GetTenant(ctx, tenant, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTenantResponse(rsp)
+}
+
+// PutTenantWithBodyWithResponse Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *ClientWithResponses) PutTenantWithBodyWithResponse(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantResponse, error) {
+	rsp, err := c.PutTenantWithBody(ctx, tenant, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantResponse(rsp)
+}
+
+// PutTenantWithResponse Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *ClientWithResponses) PutTenantWithResponse(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantResponse, error) {
+	rsp, err := c.PutTenant(ctx, tenant, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantResponse(rsp)
+}
+
 // ListUpgradeSchedulesWithResponse List upgrade schedules
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12744,7 +13507,7 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest ConflictOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13106,7 +13869,7 @@ func ParseCreateNodePoolResponse(rsp *http.Response) (*CreateNodePoolResponse, e
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest ConflictOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13287,7 +14050,7 @@ func ParsePatchNodePoolResponse(rsp *http.Response) (*PatchNodePoolResponse, err
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
+		var dest ConflictOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14295,6 +15058,166 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOwnTenantResponse parses an HTTP response from a GetOwnTenantWithResponse call
+func ParseGetOwnTenantResponse(rsp *http.Response) (*GetOwnTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOwnTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
+func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTenantResponse parses an HTTP response from a GetTenantWithResponse call
+func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutTenantResponse parses an HTTP response from a PutTenantWithResponse call
+func ParsePutTenantResponse(rsp *http.Response) (*PutTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
