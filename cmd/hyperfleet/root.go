@@ -117,7 +117,7 @@ func newRootCommand(a *app) *cobra.Command {
 		&cobra.Group{ID: "setup", Title: "Setup:"})
 	for _, c := range []*cobra.Command{
 		newGetCommand(a, "get"), newGetCommand(a, "list"), newCreateCommand(a), newApplyCommand(a),
-		newPatchCommand(a), newDeleteCommand(a),
+		newPatchCommand(a), newDeleteCommand(a), newTenantCommand(a),
 	} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
