@@ -198,10 +198,10 @@ func TestLoadTakesItsTokenFromAFlagAFileOrTheEnvironment(t *testing.T) {
 func TestStaleReportsAreExpectedNotFailures(t *testing.T) {
 	s := startAPI(t)
 	ctx := t.Context()
-	stream, err := s.admin.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: loadStream, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
+	stream, err := s.admin.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: loadStream, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, stream.StatusCode(), "%s", stream.Body)
-	created, err := s.admin.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "stale", Spec: api.ClusterSpec{VersionStream: loadStream}})
+	created, err := s.admin.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "stale", Spec: api.ClusterSpec{VersionStream: loadStream}})
 	require.NoError(t, err)
 	require.NotNil(t, created.JSON201, "%d %s", created.StatusCode(), created.Body)
 	id := created.JSON201.Id

@@ -146,10 +146,17 @@ func (a *app) applyOne(ctx context.Context, c *client, m *manifest) (*api.Kind, 
 // write, and the members the API defaults.
 func applyPatch(current *object, m *manifest) (json.RawMessage, error) {
 	type state struct {
-		Labels any `json:"labels,omitempty"`
-		Spec   any `json:"spec,omitempty"`
+		Labels             any   `json:"labels,omitempty"`
+		Spec               any   `json:"spec,omitempty"`
+		DeletionProtection *bool `json:"deletion_protection,omitempty"`
 	}
 	have, want := state{}, state{}
+	if m.DeletionProtection != nil {
+		have.DeletionProtection, want.DeletionProtection = current.DeletionProtection, m.DeletionProtection
+		if have.DeletionProtection == nil {
+			have.DeletionProtection = new(bool)
+		}
+	}
 	if m.Labels != nil {
 		have.Labels, want.Labels = deref(current.Labels), m.presentLabels()
 	}

@@ -16,9 +16,10 @@ import (
 // unknown member is 400 HYPERFLEET-VAL-001), so the spec is passed through as written rather than through the
 // generated types, which would drop what they do not know instead of letting the API say what is wrong.
 type createBody struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels,omitempty"`
-	Spec   json.RawMessage   `json:"spec"`
+	Name               string            `json:"name"`
+	Labels             map[string]string `json:"labels,omitempty"`
+	Spec               json.RawMessage   `json:"spec"`
+	DeletionProtection bool              `json:"deletion_protection,omitempty"`
 }
 
 type createOptions struct {
@@ -138,7 +139,7 @@ func (c *client) create(ctx context.Context, k *api.Kind, m *manifest) (*object,
 	} else if m.Cluster != "" {
 		return nil, usageErrorf("%s: a %s has no cluster", m.source, k.Singular)
 	}
-	body := createBody{Name: m.Name, Labels: m.presentLabels(), Spec: m.Spec}
+	body := createBody{Name: m.Name, Labels: m.presentLabels(), Spec: m.Spec, DeletionProtection: m.DeletionProtection != nil && *m.DeletionProtection}
 	return c.send(func(r io.Reader) (*http.Response, error) {
 		return c.gen.CreateResourceWithBody(ctx, k, parent, contentJSON, r)
 	}, body)

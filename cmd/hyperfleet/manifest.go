@@ -30,6 +30,8 @@ type manifest struct {
 	Cluster string             `json:"cluster,omitempty"`
 	Labels  map[string]*string `json:"labels,omitempty"`
 	Spec    json.RawMessage    `json:"spec,omitempty"`
+	// DeletionProtection, when given, is applied: true makes deletes fail until it is cleared.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
 
 	OwnerReferences *api.ObjectReference `json:"owner_references,omitempty"`
 	// Set by the API; accepted and ignored.
@@ -46,6 +48,8 @@ type manifest struct {
 	UpdatedBy       json.RawMessage `json:"updated_by,omitempty"`
 	DeletedTime     json.RawMessage `json:"deleted_time,omitempty"`
 	DeletedBy       json.RawMessage `json:"deleted_by,omitempty"`
+	// The tenant comes from the caller's token, never from a document.
+	Tenant json.RawMessage `json:"tenant,omitempty"`
 
 	// source says where the manifest came from, for messages: "demo.yaml, document 2".
 	source string

@@ -190,6 +190,9 @@ func (r *Relay) relay(ctx context.Context) error {
 // it, "<epoch>.<seq>".
 func MsgID(epoch string, seq int64) string { return epoch + "." + strconv.FormatInt(seq, 10) }
 
+// TenantHeader is the message header that names the tenant of the resource an event is about.
+const TenantHeader = "Hyperfleet-Tenant"
+
 // Subject returns the subject of an event of kind and type under prefix: <prefix>.<kind in lower case>.<type>.
 func Subject(prefix, kind string, t resource.EventType) string {
 	return prefix + "." + strings.ToLower(kind) + "." + string(t)
@@ -211,6 +214,9 @@ func (r *Relay) publish(ctx context.Context, js jetstream.JetStream, epoch strin
 		}
 		msg := nats.NewMsg(Subject(r.cfg.SubjectPrefix, e.Kind, e.Type))
 		msg.Data = data
+		// The tenant rides as a header, not in the subject: tenant names need not be subject tokens, and every
+		// consumer of the stream (adapters) sees all tenants. A consumer confined to one filters on it.
+		msg.Header.Set(TenantHeader, e.Tenant)
 		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(MsgID(epoch, e.Seq)))
 		if err != nil {
 			return fmt.Errorf("publish event %d: %w", e.Seq, err)

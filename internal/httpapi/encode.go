@@ -94,6 +94,10 @@ func (k *kindHandler) appendResource(buf []byte, r *resource.Resource) ([]byte, 
 		buf = append(buf, `,"deleted_by":`...)
 		buf = appendString(buf, r.DeletedBy)
 	}
+	buf = append(buf, `,"tenant":`...)
+	buf = appendString(buf, r.Tenant)
+	buf = append(buf, `,"deletion_protection":`...)
+	buf = strconv.AppendBool(buf, r.DeletionProtection)
 	if r.AdapterStatuses != nil {
 		reports, err := encodeStatuses(r)
 		if err != nil {

@@ -52,6 +52,9 @@ type resourceJSON struct {
 	UpdatedBy       string          `json:"updated_by"`
 	DeletedTime     *time.Time      `json:"deleted_time,omitempty"`
 	DeletedBy       string          `json:"deleted_by,omitempty"`
+	Tenant          string          `json:"tenant"`
+	// DeletionProtection is the resource's delete guard.
+	DeletionProtection bool `json:"deletion_protection"`
 	// AdapterStatuses is set in a list asked with statuses= only (then `[]` when no adapter has reported).
 	AdapterStatuses json.RawMessage `json:"adapter_statuses,omitempty"`
 }
@@ -185,7 +188,7 @@ func (k *kindHandler) present(r *resource.Resource, public bool) (resourceJSON, 
 		ID: r.ID, Kind: r.Kind, Name: r.Name, Href: BasePath + k.d.Path(r.ParentID, r.ID), Labels: labels,
 		Spec: spec, Generation: r.Generation, ResourceVersion: strconv.FormatInt(r.Version, 10), Status: statusJSON{Phase: r.Status.Phase, Conditions: r.Status.RawConditions},
 		CreatedTime: r.CreatedTime, UpdatedTime: r.UpdatedTime, CreatedBy: r.CreatedBy, UpdatedBy: r.UpdatedBy,
-		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy,
+		DeletedTime: r.DeletedTime, DeletedBy: r.DeletedBy, Tenant: r.Tenant, DeletionProtection: r.DeletionProtection,
 	}
 	if out.Status.Conditions == nil {
 		conds := r.Status.Conditions
@@ -385,7 +388,7 @@ const sparseJSON = "application/vnd.hyperfleet.sparse+json"
 var knownFields = map[string]bool{
 	"id": true, "kind": true, "name": true, "href": true, "labels": true, "spec": true, "generation": true,
 	"resource_version": true, "owner_references": true, "status": true, "created_time": true, "updated_time": true, "created_by": true,
-	"updated_by": true, "deleted_time": true, "deleted_by": true,
+	"updated_by": true, "deleted_time": true, "deleted_by": true, "tenant": true, "deletion_protection": true,
 }
 
 func project(item resourceJSON, fields map[string]bool) (map[string]json.RawMessage, error) {
@@ -599,21 +602,32 @@ func malformed(err error) error {
 }
 
 type createBody struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	Spec   json.RawMessage   `json:"spec"`
+	Name               string            `json:"name"`
+	Labels             map[string]string `json:"labels"`
+	Spec               json.RawMessage   `json:"spec"`
+	DeletionProtection bool              `json:"deletion_protection"`
 }
 
 func (k *kindHandler) create(w http.ResponseWriter, r *http.Request) {
+	dryRun, err := boolParam(r, "dry_run")
+	if err != nil {
+		k.fail(w, r, err)
+		return
+	}
 	var body createBody
 	if err := decodeStrict(r, &body); err != nil {
 		k.fail(w, r, err)
 		return
 	}
 	parentID := idsOf(r).parent
-	res, err := k.s.svc.Create(r.Context(), k.d, parentID, resource.CreateInput{Name: body.Name, Labels: body.Labels, Spec: body.Spec})
+	res, err := k.s.svc.Create(r.Context(), k.d, parentID, resource.CreateInput{Name: body.Name, Labels: body.Labels, Spec: body.Spec,
+		DeletionProtection: body.DeletionProtection, DryRun: dryRun})
 	if err != nil {
 		k.fail(w, r, err)
+		return
+	}
+	if dryRun {
+		k.writeResource(w, r, http.StatusOK, res)
 		return
 	}
 	w.Header().Set("Location", BasePath+k.d.Path(parentID, res.ID))
@@ -631,8 +645,9 @@ func (k *kindHandler) get(w http.ResponseWriter, r *http.Request) {
 }
 
 type patchBody struct {
-	Labels json.RawMessage `json:"labels"`
-	Spec   json.RawMessage `json:"spec"`
+	Labels             json.RawMessage `json:"labels"`
+	Spec               json.RawMessage `json:"spec"`
+	DeletionProtection *bool           `json:"deletion_protection"`
 }
 
 func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
@@ -652,12 +667,26 @@ func (k *kindHandler) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := idsOf(r)
-	res, err := k.s.svc.Update(r.Context(), k.d, ids.parent, ids.id, resource.Patch{Labels: body.Labels, Spec: body.Spec, Force: force}, ifMatch)
+	res, err := k.s.svc.Update(r.Context(), k.d, ids.parent, ids.id, resource.Patch{Labels: body.Labels, Spec: body.Spec, Force: force,
+		DeletionProtection: body.DeletionProtection}, ifMatch)
 	if err != nil {
 		k.fail(w, r, err)
 		return
 	}
 	k.writeResource(w, r, http.StatusOK, res)
+}
+
+// boolParam reads an optional boolean query parameter (absent is false).
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badParam(name, "must be true or false")
+	}
+	return b, nil
 }
 
 // parseIfMatch accepts `"<resource_version>"` (the ETag we send) or a bare number.

@@ -299,8 +299,14 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 	fields map[string]bool, public bool, view *matching) ([]api.WatchEvent, error) {
 	var mine []resource.Event
 	var ids []string
+	caller := resource.CallerFrom(ctx)
+	confined := k.d.Tenanted && !caller.AllTenants
 	for _, e := range events {
 		if e.Kind != k.d.Kind || (opts.ParentID != "" && e.ParentID != opts.ParentID) {
+			continue
+		}
+		// Another tenant's events are not this watcher's to see, not even as bare ids of resources gone since.
+		if confined && e.Tenant != caller.Tenant {
 			continue
 		}
 		mine = append(mine, e)

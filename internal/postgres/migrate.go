@@ -185,7 +185,7 @@ func migrations() []*gormigrate.Migration {
 			// constant defaults, which PostgreSQL stores once rather than rewriting each row), names are unique per
 			// tenant, and row-level security is the second wall behind the queries' own tenant filter (see
 			// tenancyDDL). Then tenants' quotas and limits, and the history of every resource.
-			ID:      "202612050013_tenancy",
+			ID:      "202612050014_tenancy",
 			Migrate: func(tx *gorm.DB) error { return execAll(tx, tenancyDDL()) },
 		},
 	}
@@ -219,7 +219,7 @@ func tenancyDDL() []string {
 		stmts = append(stmts, `DROP INDEX `+t+`_live_name`,
 			`CREATE UNIQUE INDEX `+t+`_live_name ON `+t+` (tenant, name) WHERE deleted_time IS NULL`)
 	}
-	for _, t := range []string{"clusters", "nodepools"} {
+	for _, t := range []string{"clusters", "nodepools", "versionstreams", "upgradeschedules", "managementclusters"} {
 		stmts = append(stmts, `CREATE INDEX `+t+`_tenant_live_created ON `+t+` (tenant, created_time, id) WHERE deleted_time IS NULL`)
 	}
 	for _, t := range []string{"adapter_statuses", "event_staging", "events"} {
@@ -376,6 +376,10 @@ func kindTableDDL(table, parentTable string, without ...string) []string {
 		fmt.Sprintf(`CREATE INDEX %[1]s_labels ON %[1]s USING gin (labels jsonb_path_ops)`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_spec ON %[1]s USING gin (spec jsonb_path_ops)`, table),
 		fmt.Sprintf(`CREATE INDEX %[1]s_conditions ON %[1]s USING gin (conditions jsonb_path_ops)`, table),
+	}
+	if !slices.Contains(without, "tenant") {
+		// A tenant's lists walk its own rows.
+		stmts = append(stmts, fmt.Sprintf(`CREATE INDEX %[1]s_tenant_live_created ON %[1]s (tenant, created_time, id) WHERE deleted_time IS NULL`, table))
 	}
 	if parentTable != "" {
 		// Serves nested lists and the ON DELETE CASCADE of a removed parent.

@@ -255,6 +255,9 @@ func (c Config) Validate() error {
 	if c.EnableTracing && (c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1) {
 		return fmt.Errorf("--trace-sample-ratio %g must be between 0 and 1", c.TraceSampleRatio)
 	}
+	if c.JWT.TenantClaim != "" && (!c.EnableJWT || !c.EnableAuthz) {
+		return fmt.Errorf("--tenant-claim needs --enable-jwt and --enable-authz: tenants come from verified tokens, and without roles every caller is an admin who sees every tenant")
+	}
 	if c.EnableAuthz && !c.EnableJWT {
 		return fmt.Errorf("--enable-authz needs --enable-jwt: roles come from authenticated identities")
 	}

@@ -438,6 +438,9 @@ type Cluster struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -457,12 +460,20 @@ type Cluster struct {
 	ResourceVersion string         `json:"resource_version"`
 	Spec            ClusterSpec    `json:"spec"`
 	Status          ResourceStatus `json:"status"`
-	UpdatedBy       string         `json:"updated_by"`
-	UpdatedTime     time.Time      `json:"updated_time"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // ClusterCreate defines model for ClusterCreate.
 type ClusterCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels     `json:"labels,omitempty"`
 	Name   string      `json:"name"`
@@ -769,6 +780,9 @@ type ManagementCluster struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -791,14 +805,22 @@ type ManagementCluster struct {
 	// with the kubeconfig `credentials.kubeconfig` names and reports whether it is reachable, whether HyperShift's
 	// CRDs are there, and how many hosted clusters it carries; the cluster-placer places new clusters on it while it
 	// is schedulable and has room. See docs/management-clusters.md.
-	Spec        ManagementClusterSpec `json:"spec"`
-	Status      ResourceStatus        `json:"status"`
-	UpdatedBy   string                `json:"updated_by"`
-	UpdatedTime time.Time             `json:"updated_time"`
+	Spec   ManagementClusterSpec `json:"spec"`
+	Status ResourceStatus        `json:"status"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // ManagementClusterCreate defines model for ManagementClusterCreate.
 type ManagementClusterCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
@@ -889,6 +911,9 @@ type NodePool struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -915,10 +940,15 @@ type NodePool struct {
 	// once the previous is ready again (with `max_surge`, on extra devices claimed first). The pool is Ready only
 	// when it holds exactly `replicas` devices, all provisioned with the current spec. `region`, `device_type` and
 	// `selector` cannot change (422 `HYPERFLEET-VAL-007`: create a new pool and scale this one down).
-	Spec        NodePoolSpec   `json:"spec"`
-	Status      ResourceStatus `json:"status"`
-	UpdatedBy   string         `json:"updated_by"`
-	UpdatedTime time.Time      `json:"updated_time"`
+	Spec   NodePoolSpec   `json:"spec"`
+	Status ResourceStatus `json:"status"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // NodePoolCount A number of a node pool's devices.
@@ -928,6 +958,9 @@ type NodePoolCount = int
 
 // NodePoolCreate defines model for NodePoolCreate.
 type NodePoolCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
@@ -1092,6 +1125,9 @@ type Resource struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -1112,12 +1148,20 @@ type Resource struct {
 	ResourceVersion string                 `json:"resource_version"`
 	Spec            map[string]interface{} `json:"spec"`
 	Status          ResourceStatus         `json:"status"`
-	UpdatedBy       string                 `json:"updated_by"`
-	UpdatedTime     time.Time              `json:"updated_time"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // ResourceCreate The body of any kind's create; the kind's own `<Kind>Create` schema says what its spec and name must be.
 type ResourceCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels                `json:"labels,omitempty"`
 	Name   string                 `json:"name"`
@@ -1153,6 +1197,9 @@ type ResourceMeta struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -1171,13 +1218,20 @@ type ResourceMeta struct {
 	// Example: 7
 	ResourceVersion string         `json:"resource_version"`
 	Status          ResourceStatus `json:"status"`
-	UpdatedBy       string         `json:"updated_by"`
-	UpdatedTime     time.Time      `json:"updated_time"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
-// ResourcePatch RFC 7386 JSON merge patch of `spec` and/or `labels`: objects merge, `null` removes a key.
+// ResourcePatch RFC 7386 JSON merge patch of `spec` and/or `labels`: objects merge, `null` removes a key. `deletion_protection`
+// sets or clears the delete guard.
 type ResourcePatch struct {
-	Labels *map[string]*string `json:"labels,omitempty"`
+	DeletionProtection *bool               `json:"deletion_protection,omitempty"`
+	Labels             *map[string]*string `json:"labels,omitempty"`
 
 	// Spec Checked against the kind's spec schema after merging; the result is at most 128 KiB of JSON.
 	Spec *map[string]interface{} `json:"spec,omitempty"`
@@ -1225,15 +1279,16 @@ type SparseList struct {
 // member present has the type it has in the full resource.
 type SparseResource struct {
 	// AdapterStatuses With `statuses=`, whatever `fields` names (see ResourceMeta).
-	AdapterStatuses *[]AdapterStatus   `json:"adapter_statuses,omitempty"`
-	CreatedBy       *string            `json:"created_by,omitempty"`
-	CreatedTime     *time.Time         `json:"created_time,omitempty"`
-	DeletedBy       *string            `json:"deleted_by,omitempty"`
-	DeletedTime     *time.Time         `json:"deleted_time,omitempty"`
-	Generation      *int64             `json:"generation,omitempty"`
-	Href            string             `json:"href"`
-	Id              openapi_types.UUID `json:"id"`
-	Kind            string             `json:"kind"`
+	AdapterStatuses    *[]AdapterStatus   `json:"adapter_statuses,omitempty"`
+	CreatedBy          *string            `json:"created_by,omitempty"`
+	CreatedTime        *time.Time         `json:"created_time,omitempty"`
+	DeletedBy          *string            `json:"deleted_by,omitempty"`
+	DeletedTime        *time.Time         `json:"deleted_time,omitempty"`
+	DeletionProtection *bool              `json:"deletion_protection,omitempty"`
+	Generation         *int64             `json:"generation,omitempty"`
+	Href               string             `json:"href"`
+	Id                 openapi_types.UUID `json:"id"`
+	Kind               string             `json:"kind"`
 
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels          *Labels                 `json:"labels,omitempty"`
@@ -1242,6 +1297,7 @@ type SparseResource struct {
 	ResourceVersion *string                 `json:"resource_version,omitempty"`
 	Spec            *map[string]interface{} `json:"spec,omitempty"`
 	Status          *ResourceStatus         `json:"status,omitempty"`
+	Tenant          *string                 `json:"tenant,omitempty"`
 	UpdatedBy       *string                 `json:"updated_by,omitempty"`
 	UpdatedTime     *time.Time              `json:"updated_time,omitempty"`
 }
@@ -1312,6 +1368,9 @@ type UpgradeSchedule struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -1336,14 +1395,22 @@ type UpgradeSchedule struct {
 	// clocks skip opens when they resume, one they read twice opens at the first reading) and stays open for
 	// `duration` of elapsed time, past midnight and the week's end if need be. The first installation of a cluster
 	// is not an upgrade and does not wait.
-	Spec        UpgradeScheduleSpec `json:"spec"`
-	Status      ResourceStatus      `json:"status"`
-	UpdatedBy   string              `json:"updated_by"`
-	UpdatedTime time.Time           `json:"updated_time"`
+	Spec   UpgradeScheduleSpec `json:"spec"`
+	Status ResourceStatus      `json:"status"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // UpgradeScheduleCreate defines model for UpgradeScheduleCreate.
 type UpgradeScheduleCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
@@ -1425,6 +1492,9 @@ type VersionStream struct {
 	DeletedBy       *string          `json:"deleted_by,omitempty"`
 	DeletedTime     *time.Time       `json:"deleted_time,omitempty"`
 
+	// DeletionProtection While true, DELETE and force-delete answer 409 `HYPERFLEET-CNF-007`; a PATCH setting it false lifts it.
+	DeletionProtection bool `json:"deletion_protection"`
+
 	// Generation Counts changes of the spec; what adapters observe and report (`observed_generation`).
 	Generation int64              `json:"generation"`
 	Href       string             `json:"href"`
@@ -1448,14 +1518,22 @@ type VersionStream struct {
 	// (`release_image`, `resolved_version`); clusters name the stream in `spec.version_stream`. Its `data` also
 	// holds the update graph its clusters move along (`paths`, `releases`, `risks`) and, with `rollout`, the
 	// rollout's progress per stage: VersionStreamResolverData describes the keys.
-	Spec        VersionStreamSpec `json:"spec"`
-	Status      ResourceStatus    `json:"status"`
-	UpdatedBy   string            `json:"updated_by"`
-	UpdatedTime time.Time         `json:"updated_time"`
+	Spec   VersionStreamSpec `json:"spec"`
+	Status ResourceStatus    `json:"status"`
+
+	// Tenant The tenant the resource belongs to, from its creator's token (the tenant claim); a node pool's is its
+	// cluster's. Never changes. Global kinds (version streams, upgrade schedules, management clusters) and every
+	// resource while tenancy is off are in tenant `default`.
+	Tenant      string    `json:"tenant"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedTime time.Time `json:"updated_time"`
 }
 
 // VersionStreamCreate defines model for VersionStreamCreate.
 type VersionStreamCreate struct {
+	// DeletionProtection true: DELETE and force-delete answer 409 until a PATCH clears it.
+	DeletionProtection *bool `json:"deletion_protection,omitempty"`
+
 	// Labels Key/value labels; at most 64 of them, keys up to 63 characters of `[A-Za-z0-9._/-]`, values up to 255 characters.
 	Labels *Labels `json:"labels,omitempty"`
 	Name   string  `json:"name"`
@@ -1781,6 +1859,9 @@ type ClusterId = openapi_types.UUID
 // Count defines model for count.
 type Count = bool
 
+// DryRun defines model for dryRun.
+type DryRun = bool
+
 // Fields defines model for fields.
 type Fields = string
 
@@ -1847,9 +1928,6 @@ type BadRequest = Problem
 // Conflict RFC 9457 problem details.
 type Conflict = Problem
 
-// ConflictOrQuotaExceeded RFC 9457 problem details.
-type ConflictOrQuotaExceeded = Problem
-
 // Error RFC 9457 problem details.
 type Error = Problem
 
@@ -1870,6 +1948,9 @@ type TooLarge = Problem
 
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
+
+// UnprocessableOrQuotaExceeded RFC 9457 problem details.
+type UnprocessableOrQuotaExceeded = Problem
 
 // ListClustersParams defines parameters for ListClusters.
 type ListClustersParams struct {
@@ -1935,6 +2016,13 @@ type ListClustersParams struct {
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
+}
+
+// CreateClusterParams defines parameters for CreateCluster.
+type CreateClusterParams struct {
+	// DryRun true: check everything a create checks (validation, the name, references, the tenant's quota) and store
+	// nothing; the answer is 200 with the resource as it would have been created.
+	DryRun *DryRun `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 }
 
 // PatchClusterParams defines parameters for PatchCluster.
@@ -2015,6 +2103,13 @@ type ListClusterNodePoolsParams struct {
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
+// CreateNodePoolParams defines parameters for CreateNodePool.
+type CreateNodePoolParams struct {
+	// DryRun true: check everything a create checks (validation, the name, references, the tenant's quota) and store
+	// nothing; the answer is 200 with the resource as it would have been created.
+	DryRun *DryRun `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+}
+
 // PatchNodePoolParams defines parameters for PatchNodePool.
 type PatchNodePoolParams struct {
 	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
@@ -2091,6 +2186,13 @@ type ListManagementClustersParams struct {
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
+}
+
+// CreateManagementClusterParams defines parameters for CreateManagementCluster.
+type CreateManagementClusterParams struct {
+	// DryRun true: check everything a create checks (validation, the name, references, the tenant's quota) and store
+	// nothing; the answer is 200 with the resource as it would have been created.
+	DryRun *DryRun `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 }
 
 // PatchManagementClusterParams defines parameters for PatchManagementCluster.
@@ -2246,6 +2348,13 @@ type ListUpgradeSchedulesParams struct {
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
 }
 
+// CreateUpgradeScheduleParams defines parameters for CreateUpgradeSchedule.
+type CreateUpgradeScheduleParams struct {
+	// DryRun true: check everything a create checks (validation, the name, references, the tenant's quota) and store
+	// nothing; the answer is 200 with the resource as it would have been created.
+	DryRun *DryRun `form:"dry_run,omitempty" json:"dry_run,omitempty"`
+}
+
 // PatchUpgradeScheduleParams defines parameters for PatchUpgradeSchedule.
 type PatchUpgradeScheduleParams struct {
 	// Force `true` applies a change the kind's transition rules refuse (409 `HYPERFLEET-CNF-006`): a version stream's
@@ -2322,6 +2431,13 @@ type ListVersionStreamsParams struct {
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
+}
+
+// CreateVersionStreamParams defines parameters for CreateVersionStream.
+type CreateVersionStreamParams struct {
+	// DryRun true: check everything a create checks (validation, the name, references, the tenant's quota) and store
+	// nothing; the answer is 200 with the resource as it would have been created.
+	DryRun *DryRun `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 }
 
 // PatchVersionStreamParams defines parameters for PatchVersionStream.
@@ -2751,14 +2867,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-	CreateClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateClusterWithBody(ctx context.Context, params *CreateClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateCluster Create a cluster
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-	CreateCluster(ctx context.Context, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateCluster(ctx context.Context, params *CreateClusterParams, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteCluster Delete a cluster and its node pools
 	//
@@ -2810,14 +2926,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-	CreateNodePoolWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateNodePoolWithBody(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateNodePool Create a node pool in a cluster
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-	CreateNodePool(ctx context.Context, clusterId ClusterId, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateNodePool(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteNodePool Delete a node pool
 	//
@@ -2957,14 +3073,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-	CreateManagementClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateManagementClusterWithBody(ctx context.Context, params *CreateManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateManagementCluster Create a management cluster
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-	CreateManagementCluster(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateManagementCluster(ctx context.Context, params *CreateManagementClusterParams, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteManagementCluster Delete a management cluster
 	//
@@ -3089,7 +3205,7 @@ type ClientInterface interface {
 	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 	//
 	// Takes any type of body and a specified content type.
@@ -3102,7 +3218,7 @@ type ClientInterface interface {
 	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 	//
 	// Takes a body of the `application/json` content type.
@@ -3120,14 +3236,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-	CreateUpgradeScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUpgradeScheduleWithBody(ctx context.Context, params *CreateUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateUpgradeSchedule Create a upgrade schedule
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-	CreateUpgradeSchedule(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateUpgradeSchedule(ctx context.Context, params *CreateUpgradeScheduleParams, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteUpgradeSchedule Delete a upgrade schedule
 	//
@@ -3226,14 +3342,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-	CreateVersionStreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateVersionStreamWithBody(ctx context.Context, params *CreateVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateVersionStream Create a version stream
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-	CreateVersionStream(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateVersionStream(ctx context.Context, params *CreateVersionStreamParams, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteVersionStream Delete a version stream
 	//
@@ -3367,8 +3483,8 @@ func (c *Client) ListClusters(ctx context.Context, params *ListClustersParams, r
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-func (c *Client) CreateClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateClusterRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateClusterWithBody(ctx context.Context, params *CreateClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClusterRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3384,8 +3500,8 @@ func (c *Client) CreateClusterWithBody(ctx context.Context, contentType string, 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-func (c *Client) CreateCluster(ctx context.Context, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateClusterRequest(c.Server, body)
+func (c *Client) CreateCluster(ctx context.Context, params *CreateClusterParams, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateClusterRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3516,8 +3632,8 @@ func (c *Client) ListClusterNodePools(ctx context.Context, clusterId ClusterId, 
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-func (c *Client) CreateNodePoolWithBody(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateNodePoolRequestWithBody(c.Server, clusterId, contentType, body)
+func (c *Client) CreateNodePoolWithBody(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateNodePoolRequestWithBody(c.Server, clusterId, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3533,8 +3649,8 @@ func (c *Client) CreateNodePoolWithBody(ctx context.Context, clusterId ClusterId
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-func (c *Client) CreateNodePool(ctx context.Context, clusterId ClusterId, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateNodePoolRequest(c.Server, clusterId, body)
+func (c *Client) CreateNodePool(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateNodePoolRequest(c.Server, clusterId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3853,8 +3969,8 @@ func (c *Client) ListManagementClusters(ctx context.Context, params *ListManagem
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-func (c *Client) CreateManagementClusterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateManagementClusterRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateManagementClusterWithBody(ctx context.Context, params *CreateManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateManagementClusterRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3870,8 +3986,8 @@ func (c *Client) CreateManagementClusterWithBody(ctx context.Context, contentTyp
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-func (c *Client) CreateManagementCluster(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateManagementClusterRequest(c.Server, body)
+func (c *Client) CreateManagementCluster(ctx context.Context, params *CreateManagementClusterParams, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateManagementClusterRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4155,7 +4271,7 @@ func (c *Client) GetTenant(ctx context.Context, tenant TenantId, reqEditors ...R
 // Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 // the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 // use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 // `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 //
 // Takes any type of body and a specified content type.
@@ -4178,7 +4294,7 @@ func (c *Client) PutTenantWithBody(ctx context.Context, tenant TenantId, content
 // Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 // the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 // use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 // `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 //
 // Takes a body of the `application/json` content type.
@@ -4216,8 +4332,8 @@ func (c *Client) ListUpgradeSchedules(ctx context.Context, params *ListUpgradeSc
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-func (c *Client) CreateUpgradeScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUpgradeScheduleRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateUpgradeScheduleWithBody(ctx context.Context, params *CreateUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUpgradeScheduleRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4233,8 +4349,8 @@ func (c *Client) CreateUpgradeScheduleWithBody(ctx context.Context, contentType 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-func (c *Client) CreateUpgradeSchedule(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateUpgradeScheduleRequest(c.Server, body)
+func (c *Client) CreateUpgradeSchedule(ctx context.Context, params *CreateUpgradeScheduleParams, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateUpgradeScheduleRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4462,8 +4578,8 @@ func (c *Client) ListVersionStreams(ctx context.Context, params *ListVersionStre
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-func (c *Client) CreateVersionStreamWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateVersionStreamRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateVersionStreamWithBody(ctx context.Context, params *CreateVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVersionStreamRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4479,8 +4595,8 @@ func (c *Client) CreateVersionStreamWithBody(ctx context.Context, contentType st
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-func (c *Client) CreateVersionStream(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateVersionStreamRequest(c.Server, body)
+func (c *Client) CreateVersionStream(ctx context.Context, params *CreateVersionStreamParams, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateVersionStreamRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4938,18 +5054,18 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 }
 
 // NewCreateClusterRequest calls the generic CreateCluster builder with application/json body
-func NewCreateClusterRequest(server string, body CreateClusterJSONRequestBody) (*http.Request, error) {
+func NewCreateClusterRequest(server string, params *CreateClusterParams, body CreateClusterJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateClusterRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateClusterRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateClusterRequestWithBody constructs an http.Request for the CreateCluster method, with any body, and a specified content type
-func NewCreateClusterRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateClusterRequestWithBody(server string, params *CreateClusterParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4965,6 +5081,33 @@ func NewCreateClusterRequestWithBody(server string, contentType string, body io.
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -5400,18 +5543,18 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 }
 
 // NewCreateNodePoolRequest calls the generic CreateNodePool builder with application/json body
-func NewCreateNodePoolRequest(server string, clusterId ClusterId, body CreateNodePoolJSONRequestBody) (*http.Request, error) {
+func NewCreateNodePoolRequest(server string, clusterId ClusterId, params *CreateNodePoolParams, body CreateNodePoolJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateNodePoolRequestWithBody(server, clusterId, "application/json", bodyReader)
+	return NewCreateNodePoolRequestWithBody(server, clusterId, params, "application/json", bodyReader)
 }
 
 // NewCreateNodePoolRequestWithBody constructs an http.Request for the CreateNodePool method, with any body, and a specified content type
-func NewCreateNodePoolRequestWithBody(server string, clusterId ClusterId, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateNodePoolRequestWithBody(server string, clusterId ClusterId, params *CreateNodePoolParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5434,6 +5577,33 @@ func NewCreateNodePoolRequestWithBody(server string, clusterId ClusterId, conten
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -6167,18 +6337,18 @@ func NewListManagementClustersRequest(server string, params *ListManagementClust
 }
 
 // NewCreateManagementClusterRequest calls the generic CreateManagementCluster builder with application/json body
-func NewCreateManagementClusterRequest(server string, body CreateManagementClusterJSONRequestBody) (*http.Request, error) {
+func NewCreateManagementClusterRequest(server string, params *CreateManagementClusterParams, body CreateManagementClusterJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateManagementClusterRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateManagementClusterRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateManagementClusterRequestWithBody constructs an http.Request for the CreateManagementCluster method, with any body, and a specified content type
-func NewCreateManagementClusterRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateManagementClusterRequestWithBody(server string, params *CreateManagementClusterParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6194,6 +6364,33 @@ func NewCreateManagementClusterRequestWithBody(server string, contentType string
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -7137,18 +7334,18 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 }
 
 // NewCreateUpgradeScheduleRequest calls the generic CreateUpgradeSchedule builder with application/json body
-func NewCreateUpgradeScheduleRequest(server string, body CreateUpgradeScheduleJSONRequestBody) (*http.Request, error) {
+func NewCreateUpgradeScheduleRequest(server string, params *CreateUpgradeScheduleParams, body CreateUpgradeScheduleJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateUpgradeScheduleRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateUpgradeScheduleRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateUpgradeScheduleRequestWithBody constructs an http.Request for the CreateUpgradeSchedule method, with any body, and a specified content type
-func NewCreateUpgradeScheduleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateUpgradeScheduleRequestWithBody(server string, params *CreateUpgradeScheduleParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7164,6 +7361,33 @@ func NewCreateUpgradeScheduleRequestWithBody(server string, contentType string, 
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -7720,18 +7944,18 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 }
 
 // NewCreateVersionStreamRequest calls the generic CreateVersionStream builder with application/json body
-func NewCreateVersionStreamRequest(server string, body CreateVersionStreamJSONRequestBody) (*http.Request, error) {
+func NewCreateVersionStreamRequest(server string, params *CreateVersionStreamParams, body CreateVersionStreamJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateVersionStreamRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateVersionStreamRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateVersionStreamRequestWithBody constructs an http.Request for the CreateVersionStream method, with any body, and a specified content type
-func NewCreateVersionStreamRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateVersionStreamRequestWithBody(server string, params *CreateVersionStreamParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7747,6 +7971,33 @@ func NewCreateVersionStreamRequestWithBody(server string, contentType string, bo
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dry_run", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -8152,14 +8403,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-	CreateClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error)
+	CreateClusterWithBodyWithResponse(ctx context.Context, params *CreateClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error)
 
 	// CreateClusterWithResponse Create a cluster
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-	CreateClusterWithResponse(ctx context.Context, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error)
+	CreateClusterWithResponse(ctx context.Context, params *CreateClusterParams, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error)
 
 	// DeleteClusterWithResponse Delete a cluster and its node pools
 	//
@@ -8219,14 +8470,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-	CreateNodePoolWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error)
+	CreateNodePoolWithBodyWithResponse(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error)
 
 	// CreateNodePoolWithResponse Create a node pool in a cluster
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-	CreateNodePoolWithResponse(ctx context.Context, clusterId ClusterId, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error)
+	CreateNodePoolWithResponse(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error)
 
 	// DeleteNodePoolWithResponse Delete a node pool
 	//
@@ -8378,14 +8629,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-	CreateManagementClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
+	CreateManagementClusterWithBodyWithResponse(ctx context.Context, params *CreateManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
 
 	// CreateManagementClusterWithResponse Create a management cluster
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-	CreateManagementClusterWithResponse(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
+	CreateManagementClusterWithResponse(ctx context.Context, params *CreateManagementClusterParams, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error)
 
 	// DeleteManagementClusterWithResponse Delete a management cluster
 	//
@@ -8526,7 +8777,7 @@ type ClientWithResponsesInterface interface {
 	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -8539,7 +8790,7 @@ type ClientWithResponsesInterface interface {
 	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -8559,14 +8810,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-	CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
+	CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, params *CreateUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
 
 	// CreateUpgradeScheduleWithResponse Create a upgrade schedule
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-	CreateUpgradeScheduleWithResponse(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
+	CreateUpgradeScheduleWithResponse(ctx context.Context, params *CreateUpgradeScheduleParams, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error)
 
 	// DeleteUpgradeScheduleWithResponse Delete a upgrade schedule
 	//
@@ -8675,14 +8926,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-	CreateVersionStreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
+	CreateVersionStreamWithBodyWithResponse(ctx context.Context, params *CreateVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
 
 	// CreateVersionStreamWithResponse Create a version stream
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-	CreateVersionStreamWithResponse(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
+	CreateVersionStreamWithResponse(ctx context.Context, params *CreateVersionStreamParams, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error)
 
 	// DeleteVersionStreamWithResponse Delete a version stream
 	//
@@ -8908,20 +9159,27 @@ type CreateClusterResponse201Headers struct {
 type CreateClusterResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Cluster
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *Cluster
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateClusterResponse201Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateClusterResponse) GetJSON200() *Cluster {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -8935,7 +9193,7 @@ func (r CreateClusterResponse) GetApplicationproblemJSON400() *BadRequest {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateClusterResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
+func (r CreateClusterResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -8945,7 +9203,7 @@ func (r CreateClusterResponse) GetApplicationproblemJSON413() *TooLarge {
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateClusterResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r CreateClusterResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -9323,6 +9581,8 @@ type CreateNodePoolResponse201Headers struct {
 type CreateNodePoolResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NodePool
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *NodePool
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
@@ -9330,15 +9590,20 @@ type CreateNodePoolResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateNodePoolResponse201Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateNodePoolResponse) GetJSON200() *NodePool {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -9357,7 +9622,7 @@ func (r CreateNodePoolResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r CreateNodePoolResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
+func (r CreateNodePoolResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -9367,7 +9632,7 @@ func (r CreateNodePoolResponse) GetApplicationproblemJSON413() *TooLarge {
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateNodePoolResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r CreateNodePoolResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -9537,11 +9802,11 @@ type PatchNodePoolResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *ConflictOrQuotaExceeded
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -9564,7 +9829,7 @@ func (r PatchNodePoolResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r PatchNodePoolResponse) GetApplicationproblemJSON409() *ConflictOrQuotaExceeded {
+func (r PatchNodePoolResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -9574,7 +9839,7 @@ func (r PatchNodePoolResponse) GetApplicationproblemJSON412() *PreconditionFaile
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r PatchNodePoolResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r PatchNodePoolResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -10180,6 +10445,8 @@ type CreateManagementClusterResponse201Headers struct {
 type CreateManagementClusterResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ManagementCluster
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *ManagementCluster
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
@@ -10194,6 +10461,11 @@ type CreateManagementClusterResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateManagementClusterResponse201Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateManagementClusterResponse) GetJSON200() *ManagementCluster {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11098,6 +11370,8 @@ type CreateUpgradeScheduleResponse201Headers struct {
 type CreateUpgradeScheduleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UpgradeSchedule
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *UpgradeSchedule
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
@@ -11112,6 +11386,11 @@ type CreateUpgradeScheduleResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateUpgradeScheduleResponse201Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateUpgradeScheduleResponse) GetJSON200() *UpgradeSchedule {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -11727,6 +12006,8 @@ type CreateVersionStreamResponse201Headers struct {
 type CreateVersionStreamResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *VersionStream
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *VersionStream
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
@@ -11741,6 +12022,11 @@ type CreateVersionStreamResponse struct {
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateVersionStreamResponse201Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateVersionStreamResponse) GetJSON200() *VersionStream {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -12309,8 +12595,8 @@ func (c *ClientWithResponses) ListClustersWithResponse(ctx context.Context, para
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-func (c *ClientWithResponses) CreateClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error) {
-	rsp, err := c.CreateClusterWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateClusterWithBodyWithResponse(ctx context.Context, params *CreateClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error) {
+	rsp, err := c.CreateClusterWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12322,8 +12608,8 @@ func (c *ClientWithResponses) CreateClusterWithBodyWithResponse(ctx context.Cont
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters (the `CreateCluster` operationId).
-func (c *ClientWithResponses) CreateClusterWithResponse(ctx context.Context, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error) {
-	rsp, err := c.CreateCluster(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateClusterWithResponse(ctx context.Context, params *CreateClusterParams, body CreateClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateClusterResponse, error) {
+	rsp, err := c.CreateCluster(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12430,8 +12716,8 @@ func (c *ClientWithResponses) ListClusterNodePoolsWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-func (c *ClientWithResponses) CreateNodePoolWithBodyWithResponse(ctx context.Context, clusterId ClusterId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error) {
-	rsp, err := c.CreateNodePoolWithBody(ctx, clusterId, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateNodePoolWithBodyWithResponse(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error) {
+	rsp, err := c.CreateNodePoolWithBody(ctx, clusterId, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12443,8 +12729,8 @@ func (c *ClientWithResponses) CreateNodePoolWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `CreateNodePool` operationId).
-func (c *ClientWithResponses) CreateNodePoolWithResponse(ctx context.Context, clusterId ClusterId, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error) {
-	rsp, err := c.CreateNodePool(ctx, clusterId, body, reqEditors...)
+func (c *ClientWithResponses) CreateNodePoolWithResponse(ctx context.Context, clusterId ClusterId, params *CreateNodePoolParams, body CreateNodePoolJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateNodePoolResponse, error) {
+	rsp, err := c.CreateNodePool(ctx, clusterId, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12703,8 +12989,8 @@ func (c *ClientWithResponses) ListManagementClustersWithResponse(ctx context.Con
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-func (c *ClientWithResponses) CreateManagementClusterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
-	rsp, err := c.CreateManagementClusterWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateManagementClusterWithBodyWithResponse(ctx context.Context, params *CreateManagementClusterParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
+	rsp, err := c.CreateManagementClusterWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12716,8 +13002,8 @@ func (c *ClientWithResponses) CreateManagementClusterWithBodyWithResponse(ctx co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/managementclusters (the `CreateManagementCluster` operationId).
-func (c *ClientWithResponses) CreateManagementClusterWithResponse(ctx context.Context, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
-	rsp, err := c.CreateManagementCluster(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateManagementClusterWithResponse(ctx context.Context, params *CreateManagementClusterParams, body CreateManagementClusterJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateManagementClusterResponse, error) {
+	rsp, err := c.CreateManagementCluster(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12953,7 +13239,7 @@ func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, tenant 
 // Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 // the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 // use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 // `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -12972,7 +13258,7 @@ func (c *ClientWithResponses) PutTenantWithBodyWithResponse(ctx context.Context,
 // Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
 // the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
 // use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
-// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 409
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
 // `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -13004,8 +13290,8 @@ func (c *ClientWithResponses) ListUpgradeSchedulesWithResponse(ctx context.Conte
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-func (c *ClientWithResponses) CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
-	rsp, err := c.CreateUpgradeScheduleWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateUpgradeScheduleWithBodyWithResponse(ctx context.Context, params *CreateUpgradeScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
+	rsp, err := c.CreateUpgradeScheduleWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13017,8 +13303,8 @@ func (c *ClientWithResponses) CreateUpgradeScheduleWithBodyWithResponse(ctx cont
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/upgradeschedules (the `CreateUpgradeSchedule` operationId).
-func (c *ClientWithResponses) CreateUpgradeScheduleWithResponse(ctx context.Context, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
-	rsp, err := c.CreateUpgradeSchedule(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateUpgradeScheduleWithResponse(ctx context.Context, params *CreateUpgradeScheduleParams, body CreateUpgradeScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateUpgradeScheduleResponse, error) {
+	rsp, err := c.CreateUpgradeSchedule(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13204,8 +13490,8 @@ func (c *ClientWithResponses) ListVersionStreamsWithResponse(ctx context.Context
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-func (c *ClientWithResponses) CreateVersionStreamWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
-	rsp, err := c.CreateVersionStreamWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateVersionStreamWithBodyWithResponse(ctx context.Context, params *CreateVersionStreamParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
+	rsp, err := c.CreateVersionStreamWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13217,8 +13503,8 @@ func (c *ClientWithResponses) CreateVersionStreamWithBodyWithResponse(ctx contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/hyperfleet/v1/versionstreams (the `CreateVersionStream` operationId).
-func (c *ClientWithResponses) CreateVersionStreamWithResponse(ctx context.Context, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
-	rsp, err := c.CreateVersionStream(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateVersionStreamWithResponse(ctx context.Context, params *CreateVersionStreamParams, body CreateVersionStreamJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateVersionStreamResponse, error) {
+	rsp, err := c.CreateVersionStream(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13492,6 +13778,13 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Cluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest Cluster
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13507,7 +13800,7 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ConflictOrQuotaExceeded
+		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13521,7 +13814,7 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13847,6 +14140,13 @@ func ParseCreateNodePoolResponse(rsp *http.Response) (*CreateNodePoolResponse, e
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NodePool
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest NodePool
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13869,7 +14169,7 @@ func ParseCreateNodePoolResponse(rsp *http.Response) (*CreateNodePoolResponse, e
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ConflictOrQuotaExceeded
+		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13883,7 +14183,7 @@ func ParseCreateNodePoolResponse(rsp *http.Response) (*CreateNodePoolResponse, e
 		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14050,7 +14350,7 @@ func ParsePatchNodePoolResponse(rsp *http.Response) (*PatchNodePoolResponse, err
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ConflictOrQuotaExceeded
+		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14064,7 +14364,7 @@ func ParsePatchNodePoolResponse(rsp *http.Response) (*PatchNodePoolResponse, err
 		response.ApplicationproblemJSON412 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14554,6 +14854,13 @@ func ParseCreateManagementClusterResponse(rsp *http.Response) (*CreateManagement
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ManagementCluster
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest ManagementCluster
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15295,6 +15602,13 @@ func ParseCreateUpgradeScheduleResponse(rsp *http.Response) (*CreateUpgradeSched
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UpgradeSchedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest UpgradeSchedule
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15819,6 +16133,13 @@ func ParseCreateVersionStreamResponse(rsp *http.Response) (*CreateVersionStreamR
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest VersionStream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest VersionStream
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

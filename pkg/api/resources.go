@@ -42,7 +42,7 @@ func (c *Client) ListResources(ctx context.Context, k *Kind, parent uuid.UUID, p
 
 // CreateResourceWithBody creates a resource of kind k (under parent for a child kind) from a body of contentType.
 func (c *Client) CreateResourceWithBody(ctx context.Context, k *Kind, parent uuid.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateClusterRequestWithBody(c.Server, contentType, body)
+	req, err := NewCreateClusterRequestWithBody(c.Server, nil, contentType, body)
 	return c.sendAt(ctx, req, err, k.CollectionPath(parent), reqEditors)
 }
 

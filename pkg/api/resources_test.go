@@ -89,7 +89,7 @@ func TestGenericRequestsAreTheGeneratedOnes(t *testing.T) {
 			}
 			create := call{"create", func() (*http.Response, error) {
 				return g.CreateResourceWithBody(ctx, k, uuid.Nil, "application/json", body())
-			}, "Create" + k.Name + "WithBody", []any{"application/json", body()}}
+			}, "Create" + k.Name + "WithBody", []any{(*api.CreateClusterParams)(nil), "application/json", body()}}
 			if k.Parent != nil {
 				create.generic = func() (*http.Response, error) {
 					return g.CreateResourceWithBody(ctx, k, parent, "application/json", body())

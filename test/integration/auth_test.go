@@ -92,7 +92,7 @@ func TestRolesAllowWhatTheContractSays(t *testing.T) {
 	s, mint := startSecuredServer(t)
 	ctx := ctxFor(t)
 	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "secured", Spec: clusterSpec(defaultStream)}, admin)
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "secured", Spec: clusterSpec(defaultStream)}, admin)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 	c := created.JSON201
@@ -127,7 +127,7 @@ func TestRolesAllowWhatTheContractSays(t *testing.T) {
 		"status as applier": status("applier"),
 		"status as other":   status("other"),
 		"force-delete": func(_ int, as api.RequestEditorFn) int {
-			victim, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "victim-" + time.Now().Format("150405.000000")[7:], Spec: clusterSpec(defaultStream)}, admin)
+			victim, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "victim-" + time.Now().Format("150405.000000")[7:], Spec: clusterSpec(defaultStream)}, admin)
 			require.NoError(t, err)
 			resp, err := s.ForceDeleteClusterWithResponse(ctx, victim.JSON201.Id, as)
 			require.NoError(t, err)
@@ -192,12 +192,12 @@ func TestTheACLFileDecidesRoles(t *testing.T) {
 	ctx := ctxFor(t)
 	// Roles in the token do not count once an ACL decides: carol's admin claim gives her only viewer.
 	carol := bearer(mint("carol", []auth.Role{auth.RoleAdmin}, ""))
-	resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "acl", Spec: clusterSpec(defaultStream)}, carol)
+	resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "acl", Spec: clusterSpec(defaultStream)}, carol)
 	require.NoError(t, err)
 	problem(t, resp.HTTPResponse, resp.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
 
 	root := bearer(mint("root", nil, ""))
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "acl", Spec: clusterSpec(defaultStream)}, root)
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "acl", Spec: clusterSpec(defaultStream)}, root)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 
@@ -219,7 +219,7 @@ func TestStatusWritesCheckTheRoleBeforeTheBody(t *testing.T) {
 	s, mint := startSecuredServer(t)
 	ctx := ctxFor(t)
 	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, admin)
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, admin)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 	tests := []struct {

@@ -19,7 +19,7 @@ func TestClusterLifecycle(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t)
 
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{
 		Name: "prod-east", Labels: ptr(api.Labels{"env": "prod"}), Spec: clusterSpec(defaultStream),
 	})
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestNodePoolsLiveUnderTheirCluster(t *testing.T) {
 
 	// Names are unique per cluster, not globally.
 	createNodePool(t, s, b, "workers", 1)
-	dup, err := s.CreateNodePoolWithResponse(ctx, a.Id, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
+	dup, err := s.CreateNodePoolWithResponse(ctx, a.Id, nil, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
 	require.NoError(t, err)
 	problem(t, dup.HTTPResponse, dup.Body, http.StatusConflict, "HYPERFLEET-CNF-001")
 
@@ -161,7 +161,7 @@ func TestNodePoolsLiveUnderTheirCluster(t *testing.T) {
 	missing := uuid.New()
 	for name, status := range map[string]func() (*http.Response, []byte){
 		"create under missing cluster": func() (*http.Response, []byte) {
-			r, err := s.CreateNodePoolWithResponse(ctx, missing, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
+			r, err := s.CreateNodePoolWithResponse(ctx, missing, nil, api.NodePoolCreate{Name: "workers", Spec: nodePoolSpec(1)})
 			require.NoError(t, err)
 			return r.HTTPResponse, r.Body
 		},
@@ -215,7 +215,7 @@ func TestDeletingAClusterCascadesToItsNodePools(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, got.JSON200.DeletedTime, "another cluster's pool is untouched")
 
-	late, err := s.CreateNodePoolWithResponse(ctx, c.Id, api.NodePoolCreate{Name: "pool-c", Spec: nodePoolSpec(1)})
+	late, err := s.CreateNodePoolWithResponse(ctx, c.Id, nil, api.NodePoolCreate{Name: "pool-c", Spec: nodePoolSpec(1)})
 	require.NoError(t, err)
 	problem(t, late.HTTPResponse, late.Body, http.StatusConflict, "HYPERFLEET-CNF-002")
 }
@@ -304,7 +304,7 @@ func TestConcurrentCreatesOfOneNameYieldOneWinner(t *testing.T) {
 	for range n {
 		go func() {
 			<-start
-			resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "contended", Spec: clusterSpec(defaultStream)})
+			resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "contended", Spec: clusterSpec(defaultStream)})
 			if err != nil {
 				codes <- -1
 				return

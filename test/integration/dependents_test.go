@@ -139,7 +139,7 @@ func TestDependentsRequeueTheClustersOfAChangedStream(t *testing.T) {
 
 func createClusterOn(tb testing.TB, s *apiServer, name, stream string) *api.Cluster {
 	tb.Helper()
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: name, Spec: clusterSpec(stream)})
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: name, Spec: clusterSpec(stream)})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201

@@ -53,7 +53,7 @@ func TestBadCreatesAreRejectedWithProblems(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := s.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(tc.body))
+			resp, err := s.CreateClusterWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(tc.body))
 			require.NoError(t, err)
 			p := problem(t, resp.HTTPResponse, resp.Body, tc.status, tc.code)
 			var fields []string
@@ -218,7 +218,7 @@ func TestOversizedBodiesAre413(t *testing.T) {
 	s := startServerOn(t, dsn, server.Config{MaxBodyBytes: 4096})
 	ctx := ctxFor(t)
 	body := `{"name":"big","spec":{"version_stream":"stable-4-16","hosted_cluster":{"ssh_public_key":"` + strings.Repeat("k", 8000) + `"}}}`
-	resp, err := s.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(body))
+	resp, err := s.CreateClusterWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	problem(t, resp.HTTPResponse, resp.Body, http.StatusRequestEntityTooLarge, "HYPERFLEET-LMT-001")
 

@@ -145,7 +145,7 @@ func (w *placementWorld) createClusters(tb testing.TB, prefix string, from, coun
 	g.SetLimit(16)
 	for i := from; i < from+count; i++ {
 		g.Go(func() error {
-			resp, err := w.api.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: fmt.Sprintf("%s-%03d", prefix, i), Spec: clusterSpec(defaultStream)})
+			resp, err := w.api.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: fmt.Sprintf("%s-%03d", prefix, i), Spec: clusterSpec(defaultStream)})
 			if err == nil && resp.StatusCode() != http.StatusCreated {
 				err = fmt.Errorf("create %s-%03d: %d %s", prefix, i, resp.StatusCode(), resp.Body)
 			}

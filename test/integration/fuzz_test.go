@@ -43,7 +43,7 @@ func FuzzBodiesNeverCauseA500(f *testing.F) {
 	c := createCluster(f, s, "fuzzed", nil)
 	np := createNodePool(f, s, c, "fuzzed", 1)
 	vs := streamNamed(f, s, defaultStream)
-	sched, err := s.CreateUpgradeScheduleWithResponse(ctxFor(f), api.UpgradeScheduleCreate{Name: "fuzzed", Spec: api.UpgradeScheduleSpec{}})
+	sched, err := s.CreateUpgradeScheduleWithResponse(ctxFor(f), nil, api.UpgradeScheduleCreate{Name: "fuzzed", Spec: api.UpgradeScheduleSpec{}})
 	if err != nil || sched.JSON201 == nil {
 		f.Fatalf("create schedule: %v", err)
 	}

@@ -121,7 +121,7 @@ func poolSpec(replicas int, userdata string) string {
 // createHVPool creates a node pool from a raw spec.
 func createHVPool(tb testing.TB, s *apiServer, c *api.Cluster, name, spec string) *api.NodePool {
 	tb.Helper()
-	resp, err := s.CreateNodePoolWithBodyWithResponse(ctxFor(tb), c.Id, "application/json",
+	resp, err := s.CreateNodePoolWithBodyWithResponse(ctxFor(tb), c.Id, nil, "application/json",
 		strings.NewReader(`{"name":`+fmt.Sprintf("%q", name)+`,"spec":`+spec+`}`))
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)

@@ -75,7 +75,7 @@ func TestHivelocityLifecycleLimitsAreValidated(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := s.CreateNodePoolWithBodyWithResponse(ctxFor(t), c.Id, "application/json",
+			resp, err := s.CreateNodePoolWithBodyWithResponse(ctxFor(t), c.Id, nil, "application/json",
 				strings.NewReader(fmt.Sprintf(`{"name":"limits%d","spec":%s}`, i, poolSpecWith(1, "", tt.extra))))
 			require.NoError(t, err)
 			require.Equal(t, tt.status, resp.StatusCode(), "body: %s", resp.Body)

@@ -107,7 +107,7 @@ func BenchmarkApplier1000Clusters(b *testing.B) {
 		var created atomic.Int64
 		for i := range clusters {
 			g.Go(func() error {
-				resp, err := w.api.CreateClusterWithResponse(ctxFor(b), api.ClusterCreate{Name: fmt.Sprintf("fleet-%04d", i), Spec: clusterSpec("ocp-4-16")})
+				resp, err := w.api.CreateClusterWithResponse(ctxFor(b), nil, api.ClusterCreate{Name: fmt.Sprintf("fleet-%04d", i), Spec: clusterSpec("ocp-4-16")})
 				if err == nil && resp.StatusCode() != http.StatusCreated {
 					err = fmt.Errorf("create: %d %s", resp.StatusCode(), resp.Body)
 				}

@@ -114,7 +114,7 @@ func TestApplierRollsSpecChangesAtOnceAndReleasesInTheWindow(t *testing.T) {
 	start := time.Now().UTC().Add(12 * time.Hour) // a one-hour window twelve hours away: surely closed now
 	body := `{"name":"later","spec":{"timezone":"UTC","windows":[{"days":["` + start.Weekday().String() + `"],"start":"` +
 		start.Format("15:04") + `","duration":"1h"}]}}`
-	sched, err := w.api.CreateUpgradeScheduleWithBodyWithResponse(ctxFor(t), "application/json", strings.NewReader(body))
+	sched, err := w.api.CreateUpgradeScheduleWithBodyWithResponse(ctxFor(t), nil, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, sched.StatusCode(), "body: %s", sched.Body)
 	clusters := []*api.Cluster{createClusterNamed(t, w.api, "windowed-a", "ocp-4-16", ptr("later")),

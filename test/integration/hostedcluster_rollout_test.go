@@ -144,7 +144,7 @@ func createClusterWith(tb testing.TB, s *apiServer, name string, labels map[stri
 		l := api.Labels(labels)
 		create.Labels = &l
 	}
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), create)
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, create)
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201

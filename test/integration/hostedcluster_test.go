@@ -147,7 +147,7 @@ func createClusterNamed(tb testing.TB, s *apiServer, name, stream string, schedu
 	tb.Helper()
 	spec := clusterSpec(stream)
 	spec.UpgradeSchedule = schedule
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: name, Spec: spec})
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: name, Spec: spec})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
@@ -247,7 +247,7 @@ func TestApplierRollsOnlyInsideTheSchedule(t *testing.T) {
 	start := time.Now().UTC().Add(12 * time.Hour)
 	body := `{"name":"later","spec":{"timezone":"UTC","windows":[{"days":["` + start.Weekday().String() + `"],"start":"` +
 		start.Format("15:04") + `","duration":"1h"}]}}`
-	sched, err := w.api.CreateUpgradeScheduleWithBodyWithResponse(ctxFor(t), "application/json", strings.NewReader(body))
+	sched, err := w.api.CreateUpgradeScheduleWithBodyWithResponse(ctxFor(t), nil, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, sched.StatusCode(), "body: %s", sched.Body)
 	gated := createClusterNamed(t, w.api, "gated", "ocp-4-16", ptr("later"))

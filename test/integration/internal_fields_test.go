@@ -64,7 +64,7 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 	ctx := ctxFor(t)
 	withPlatform := `{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent","agent":{"agent_namespace":"agents"}},"etcd":null}}}`
 
-	resp, err := c.CreateClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(withPlatform), as("alice"))
+	resp, err := c.CreateClusterWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(withPlatform), as("alice"))
 	require.NoError(t, err)
 	p := problem(t, resp.HTTPResponse, resp.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-005")
 	require.ElementsMatch(t, []api.FieldError{
@@ -72,7 +72,7 @@ func TestInternalFieldsAreAdminOnly(t *testing.T) {
 		{Field: "spec.hosted_cluster.etcd", Message: "is an internal field: only an admin may set it"},
 	}, deref(p.Errors))
 
-	resp, err = c.CreateClusterWithBodyWithResponse(ctx, "application/json",
+	resp, err = c.CreateClusterWithBodyWithResponse(ctx, nil, "application/json",
 		strings.NewReader(`{"name":"internal","spec":{"version_stream":"stable-4-16","hosted_cluster":{"platform":{"type":"Agent","agent":{"agent_namespace":"agents"}}}}}`), as("admin"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)

@@ -183,7 +183,7 @@ func TestListStatusesAsAViewer(t *testing.T) {
 	s, mint := startSecuredServer(t)
 	ctx := ctxFor(t)
 	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "seen", Spec: clusterSpec(defaultStream)}, admin)
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "seen", Spec: clusterSpec(defaultStream)}, admin)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 	rep, err := s.PostClusterStatusWithResponse(ctx, created.JSON201.Id, report("applier", 1, time.Now().UTC(), available("True")),

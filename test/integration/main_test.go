@@ -125,7 +125,7 @@ func createCluster(tb testing.TB, s *apiServer, name string, labels map[string]s
 	if labels != nil {
 		body.Labels = ptr(api.Labels(labels))
 	}
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), body)
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, body)
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
@@ -133,7 +133,7 @@ func createCluster(tb testing.TB, s *apiServer, name string, labels map[string]s
 
 func createNodePool(tb testing.TB, s *apiServer, cluster *api.Cluster, name string, replicas int) *api.NodePool {
 	tb.Helper()
-	resp, err := s.CreateNodePoolWithResponse(ctxFor(tb), cluster.Id, api.NodePoolCreate{Name: name, Spec: nodePoolSpec(replicas)})
+	resp, err := s.CreateNodePoolWithResponse(ctxFor(tb), cluster.Id, nil, api.NodePoolCreate{Name: name, Spec: nodePoolSpec(replicas)})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201

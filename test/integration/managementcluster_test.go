@@ -45,7 +45,7 @@ func TestManagementClusterSpecIsDefaultedValidatedAndImmutableWhereItSays(t *tes
 		{"a kubeconfig inline", `{"name": "mc-x", "spec": {"capacity": {"max_hosted_clusters": 1}, "credentials": {"kubeconfig": "mc-x", "token": "secret"}}}`, "spec.credentials"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := s.CreateManagementClusterWithBodyWithResponse(ctx, "application/json", strings.NewReader(tc.body))
+			resp, err := s.CreateManagementClusterWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(tc.body))
 			require.NoError(t, err)
 			p := problem(t, resp.HTTPResponse, resp.Body, http.StatusBadRequest, "HYPERFLEET-VAL-002")
 			require.Contains(t, fmt.Sprint(p.Errors), tc.field)
@@ -64,7 +64,7 @@ func TestManagementClusterSpecIsDefaultedValidatedAndImmutableWhereItSays(t *tes
 	// A cluster's placement is for good.
 	spec := clusterSpec(defaultStream)
 	spec.Placement = &api.ClusterPlacement{Region: ptr("us-east-1"), ManagementClusterSelector: &map[string]string{"tier": "gold"}}
-	c, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "placed", Spec: spec})
+	c, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "placed", Spec: spec})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, c.StatusCode(), "body: %s", c.Body)
 	cp, err := s.PatchClusterWithBodyWithResponse(ctx, c.JSON201.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec": {"placement": {"region": "eu-west-1"}}}`))

@@ -87,7 +87,7 @@ func createMC(tb testing.TB, s *apiServer, name string, maxClusters int, o mcOpt
 	if o.labels != nil {
 		body.Labels = ptr(api.Labels(o.labels))
 	}
-	resp, err := s.CreateManagementClusterWithResponse(ctxFor(tb), body)
+	resp, err := s.CreateManagementClusterWithResponse(ctxFor(tb), nil, body)
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	mc := resp.JSON201
@@ -123,7 +123,7 @@ func createPlacedCluster(tb testing.TB, s *apiServer, name string, p *api.Cluste
 	tb.Helper()
 	spec := clusterSpec(defaultStream)
 	spec.Placement = p
-	resp, err := s.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: name, Spec: spec})
+	resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: name, Spec: spec})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201

@@ -31,9 +31,9 @@ func TestPlatformObjectsAreWrittenByPlatformAndAdminOnly(t *testing.T) {
 	mayWrite := map[string]bool{"platform": true, "admin": true}
 	for role, as := range tokens {
 		t.Run(role, func(t *testing.T) {
-			stream, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "vs-" + role, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, as)
+			stream, err := s.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: "vs-" + role, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, as)
 			require.NoError(t, err)
-			sched, err := s.CreateUpgradeScheduleWithResponse(ctx, api.UpgradeScheduleCreate{Name: "us-" + role, Spec: api.UpgradeScheduleSpec{}}, as)
+			sched, err := s.CreateUpgradeScheduleWithResponse(ctx, nil, api.UpgradeScheduleCreate{Name: "us-" + role, Spec: api.UpgradeScheduleSpec{}}, as)
 			require.NoError(t, err)
 			if !mayWrite[role] {
 				p := problem(t, stream.HTTPResponse, stream.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
@@ -67,10 +67,10 @@ func TestPlatformObjectsAreWrittenByPlatformAndAdminOnly(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, list.StatusCode(), role)
 	}
-	cluster, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "by-platform", Spec: clusterSpec(defaultStream)}, tokens["platform"])
+	cluster, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "by-platform", Spec: clusterSpec(defaultStream)}, tokens["platform"])
 	require.NoError(t, err)
 	problem(t, cluster.HTTPResponse, cluster.Body, http.StatusForbidden, "HYPERFLEET-AUZ-001")
-	cluster, err = s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "by-user", Spec: clusterSpec(defaultStream)}, tokens["user"])
+	cluster, err = s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "by-user", Spec: clusterSpec(defaultStream)}, tokens["user"])
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, cluster.StatusCode(), "a user still names the platform's objects: %s", cluster.Body)
 }
@@ -83,7 +83,7 @@ func TestVersionStreamChangesAreRuled(t *testing.T) {
 	ctx := ctxFor(t)
 	platform := bearer(mint("pat", []auth.Role{auth.RolePlatform}, ""))
 	admin := bearer(mint("root", []auth.Role{auth.RoleAdmin}, ""))
-	created, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "ruled", Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, platform)
+	created, err := s.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: "ruled", Spec: api.VersionStreamSpec{TargetVersion: "4.16"}}, platform)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 	id := created.JSON201.Id
@@ -158,7 +158,7 @@ admins: [root]
 	s, mint := startSecuredServer(t, func(c *server.Config) { c.ACLFile = acl })
 	ctx := ctxFor(t)
 	root := bearer(mint("root", nil, ""))
-	created, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, root)
+	created, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "reported", Spec: clusterSpec(defaultStream)}, root)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 	stream := streamNamed(t, s, defaultStream, root)
@@ -244,7 +244,7 @@ func TestJWKSAndACLFilesAreReloaded(t *testing.T) {
 	create := func(t *testing.T, as api.RequestEditorFn) (*http.Response, []byte) {
 		t.Helper()
 		n++
-		resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "reload-" + string(rune('a'+n)), Spec: clusterSpec(defaultStream)}, as)
+		resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "reload-" + string(rune('a'+n)), Spec: clusterSpec(defaultStream)}, as)
 		require.NoError(t, err)
 		return resp.HTTPResponse, resp.Body
 	}

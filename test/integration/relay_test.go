@@ -162,7 +162,7 @@ func TestRelaySurvivesKillNine(t *testing.T) {
 	write := func(from int) {
 		defer wg.Done()
 		for i := from; ctx.Err() == nil; i++ {
-			resp, err := writer.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: fmt.Sprintf("churn-%05d", i), Spec: clusterSpec(defaultStream)})
+			resp, err := writer.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: fmt.Sprintf("churn-%05d", i), Spec: clusterSpec(defaultStream)})
 			if err != nil || resp.StatusCode() != http.StatusCreated {
 				return
 			}

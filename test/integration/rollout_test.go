@@ -29,7 +29,7 @@ import (
 func createStreamJSON(tb testing.TB, s *apiServer, name, spec string) *api.VersionStream {
 	tb.Helper()
 	body := fmt.Sprintf(`{"name":%q,"spec":%s}`, name, spec)
-	resp, err := s.CreateVersionStreamWithBodyWithResponse(ctxFor(tb), "application/json", strings.NewReader(body))
+	resp, err := s.CreateVersionStreamWithBodyWithResponse(ctxFor(tb), nil, "application/json", strings.NewReader(body))
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201
@@ -43,7 +43,7 @@ func createFleet(tb testing.TB, s *apiServer, prefix, stream string, n int, labe
 	for i := range n {
 		g.Go(func() error {
 			l := api.Labels(labels)
-			resp, err := s.CreateClusterWithResponse(ctxFor(tb), api.ClusterCreate{Name: fmt.Sprintf("%s-%03d", prefix, i), Labels: &l,
+			resp, err := s.CreateClusterWithResponse(ctxFor(tb), nil, api.ClusterCreate{Name: fmt.Sprintf("%s-%03d", prefix, i), Labels: &l,
 				Spec: clusterSpec(stream)})
 			if err == nil && resp.StatusCode() != http.StatusCreated {
 				err = fmt.Errorf("create: %d %s", resp.StatusCode(), resp.Body)

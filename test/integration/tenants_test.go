@@ -94,7 +94,7 @@ func tenantsClusterBody(name string) api.ClusterCreate {
 // requireQuotaProblem checks a QTA-001 answer names the quota, its use and its limit.
 func requireQuotaProblem(tb testing.TB, resp *http.Response, body []byte, name string, used, limit int64) {
 	tb.Helper()
-	p := problem(tb, resp, body, http.StatusConflict, "HYPERFLEET-QTA-001")
+	p := problem(tb, resp, body, http.StatusUnprocessableEntity, "HYPERFLEET-QTA-001")
 	require.Contains(tb, deref(p.Detail), "quota "+name)
 	require.Contains(tb, deref(p.Detail), fmt.Sprintf("%d in use of %d", used, limit))
 	require.NotNil(tb, p.Errors)
@@ -113,11 +113,11 @@ func TestQuotaConcurrentClusterCreates(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() {
-			resp, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody(fmt.Sprintf("quota-%02d", i)), alice)
+			resp, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody(fmt.Sprintf("quota-%02d", i)), alice)
 			if !assertNoError(t, err) {
 				return
 			}
-			if resp.StatusCode() == http.StatusConflict {
+			if resp.StatusCode() == http.StatusUnprocessableEntity {
 				requireQuotaProblem(t, resp.HTTPResponse, resp.Body, "clusters", 10, 10)
 			}
 			mu.Lock()
@@ -126,7 +126,7 @@ func TestQuotaConcurrentClusterCreates(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusConflict: 40}, codes)
+	require.Equal(t, map[int]int{http.StatusCreated: 10, http.StatusUnprocessableEntity: 40}, codes)
 
 	list, err := e.ListClustersWithResponse(ctxFor(t), nil, alice)
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestQuotaConcurrentClusterCreates(t *testing.T) {
 	require.Equal(t, api.TenantUsage{Clusters: 10}, own.JSON200.Usage)
 	require.Equal(t, ptr(int64(10)), own.JSON200.Quotas.Clusters)
 
-	other, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody("quota-00"), e.user(t, "beta"))
+	other, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody("quota-00"), e.user(t, "beta"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, other.StatusCode(), "another tenant has its own quota (none): body %s", other.Body)
 }
@@ -157,7 +157,7 @@ func assertNoError(tb testing.TB, err error) bool {
 func TestQuotaConcurrentNodePoolDevices(t *testing.T) {
 	e := tenantsStart(t)
 	alice := e.user(t, "acme")
-	cluster, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody("devices"), alice)
+	cluster, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody("devices"), alice)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, cluster.StatusCode(), "body: %s", cluster.Body)
 	e.setQuotas(t, "acme", nil, ptr(int64(12)))
@@ -166,12 +166,12 @@ func TestQuotaConcurrentNodePoolDevices(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Go(func() {
-			resp, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id,
+			resp, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id, nil,
 				api.NodePoolCreate{Name: fmt.Sprintf("pool-%02d", i), Spec: nodePoolSpec(3)}, alice)
 			if !assertNoError(t, err) {
 				return
 			}
-			if resp.StatusCode() == http.StatusConflict {
+			if resp.StatusCode() == http.StatusUnprocessableEntity {
 				requireQuotaProblem(t, resp.HTTPResponse, resp.Body, "nodepool_devices", 12, 12)
 			}
 			mu.Lock()
@@ -180,7 +180,7 @@ func TestQuotaConcurrentNodePoolDevices(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, map[int]int{http.StatusCreated: 4, http.StatusConflict: 8}, codes)
+	require.Equal(t, map[int]int{http.StatusCreated: 4, http.StatusUnprocessableEntity: 8}, codes)
 	own, err := e.GetOwnTenantWithResponse(ctxFor(t), alice)
 	require.NoError(t, err)
 	require.Equal(t, api.TenantUsage{Clusters: 1, NodepoolDevices: 12}, own.JSON200.Usage)
@@ -191,12 +191,12 @@ func TestQuotaConcurrentNodePoolDevices(t *testing.T) {
 func TestQuotaNodePoolPatch(t *testing.T) {
 	e := tenantsStart(t)
 	alice := e.user(t, "acme")
-	cluster, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody("patches"), alice)
+	cluster, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody("patches"), alice)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, cluster.StatusCode(), "body: %s", cluster.Body)
 	pools := make([]*api.NodePool, 2)
 	for i := range pools {
-		resp, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id, api.NodePoolCreate{Name: fmt.Sprintf("pool-%d", i), Spec: nodePoolSpec(3)}, alice)
+		resp, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id, nil, api.NodePoolCreate{Name: fmt.Sprintf("pool-%d", i), Spec: nodePoolSpec(3)}, alice)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 		pools[i] = resp.JSON201
@@ -215,7 +215,7 @@ func TestQuotaNodePoolPatch(t *testing.T) {
 
 	lowered := e.setQuotas(t, "acme", nil, ptr(int64(2)))
 	require.Equal(t, api.TenantUsage{Clusters: 1, NodepoolDevices: 6}, lowered.Usage, "a quota below the use takes nothing away")
-	more, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id, api.NodePoolCreate{Name: "pool-x", Spec: nodePoolSpec(1)}, alice)
+	more, err := e.CreateNodePoolWithResponse(ctxFor(t), cluster.JSON201.Id, nil, api.NodePoolCreate{Name: "pool-x", Spec: nodePoolSpec(1)}, alice)
 	require.NoError(t, err)
 	requireQuotaProblem(t, more.HTTPResponse, more.Body, "nodepool_devices", 6, 2)
 	resp, body = patch(2)
@@ -276,7 +276,7 @@ func TestDeletionProtectionBlocksDeletes(t *testing.T) {
 	resp, body = e.raw(t, alice, http.MethodDelete, "/clusters/"+id, "")
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "body: %s", body)
 
-	parent, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody("parent"), alice)
+	parent, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody("parent"), alice)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, parent.StatusCode(), "body: %s", parent.Body)
 	resp, body = e.raw(t, alice, http.MethodPost, "/clusters/"+parent.JSON201.Id.String()+"/nodepools",
@@ -296,7 +296,7 @@ func TestDeletionProtectionBlocksDeletes(t *testing.T) {
 func TestTenantsAuthorization(t *testing.T) {
 	e := tenantsStart(t)
 	alice := e.user(t, "acme")
-	_, err := e.CreateClusterWithResponse(ctxFor(t), tenantsClusterBody("mine"), alice)
+	_, err := e.CreateClusterWithResponse(ctxFor(t), nil, tenantsClusterBody("mine"), alice)
 	require.NoError(t, err)
 	e.setQuotas(t, "beta", ptr(int64(3)), ptr(int64(9)))
 

@@ -13,7 +13,7 @@ import (
 func TestUpgradeSchedulesAreValidatedAndReadyAtOnce(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t)
-	resp, err := s.CreateUpgradeScheduleWithBodyWithResponse(ctx, "application/json", strings.NewReader(`{"name":"weekends","spec":{
+	resp, err := s.CreateUpgradeScheduleWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(`{"name":"weekends","spec":{
 		"timezone":"Europe/Berlin",
 		"windows":[{"days":["Saturday","Sunday"],"start":"22:00","duration":"6h"}],
 		"blackouts":[{"start":"2026-12-20T00:00:00Z","end":"2027-01-05T00:00:00Z","reason":"year-end freeze"}]}}`))
@@ -23,7 +23,7 @@ func TestUpgradeSchedulesAreValidatedAndReadyAtOnce(t *testing.T) {
 	require.Equal(t, api.ResourceStatusPhaseReady, got.Status.Phase, "no adapter is required for a schedule")
 	require.Equal(t, "Europe/Berlin", *got.Spec.Timezone)
 
-	defaulted, err := s.CreateUpgradeScheduleWithResponse(ctx, api.UpgradeScheduleCreate{Name: "always", Spec: api.UpgradeScheduleSpec{}})
+	defaulted, err := s.CreateUpgradeScheduleWithResponse(ctx, nil, api.UpgradeScheduleCreate{Name: "always", Spec: api.UpgradeScheduleSpec{}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, defaulted.StatusCode(), "body: %s", defaulted.Body)
 	require.Equal(t, "UTC", *defaulted.JSON201.Spec.Timezone)
@@ -46,7 +46,7 @@ func TestUpgradeSchedulesAreValidatedAndReadyAtOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := s.CreateUpgradeScheduleWithBodyWithResponse(ctx, "application/json", strings.NewReader(`{"name":"bad","spec":`+tt.spec+`}`))
+			resp, err := s.CreateUpgradeScheduleWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(`{"name":"bad","spec":`+tt.spec+`}`))
 			require.NoError(t, err)
 			p := problem(t, resp.HTTPResponse, resp.Body, http.StatusBadRequest, "HYPERFLEET-VAL-002")
 			found := false
@@ -67,15 +67,15 @@ func TestClustersMustNameALiveUpgradeSchedule(t *testing.T) {
 		spec.UpgradeSchedule = &schedule
 		return api.ClusterCreate{Name: name, Spec: spec}
 	}
-	missing, err := s.CreateClusterWithResponse(ctx, body("orphan", "nights"))
+	missing, err := s.CreateClusterWithResponse(ctx, nil, body("orphan", "nights"))
 	require.NoError(t, err)
 	p := problem(t, missing.HTTPResponse, missing.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-006")
 	require.Contains(t, fields(p), "spec.upgrade_schedule")
 
-	sched, err := s.CreateUpgradeScheduleWithResponse(ctx, api.UpgradeScheduleCreate{Name: "nights", Spec: api.UpgradeScheduleSpec{}})
+	sched, err := s.CreateUpgradeScheduleWithResponse(ctx, nil, api.UpgradeScheduleCreate{Name: "nights", Spec: api.UpgradeScheduleSpec{}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, sched.StatusCode(), "body: %s", sched.Body)
-	created, err := s.CreateClusterWithResponse(ctx, body("scheduled", "nights"))
+	created, err := s.CreateClusterWithResponse(ctx, nil, body("scheduled", "nights"))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, created.StatusCode(), "body: %s", created.Body)
 

@@ -102,7 +102,7 @@ func startResolver(tb testing.TB, s *apiServer, sim *simServer, opts versionreso
 
 func createStream(tb testing.TB, s *apiServer, name string, spec api.VersionStreamSpec) *api.VersionStream {
 	tb.Helper()
-	resp, err := s.CreateVersionStreamWithResponse(ctxFor(tb), api.VersionStreamCreate{Name: name, Spec: spec})
+	resp, err := s.CreateVersionStreamWithResponse(ctxFor(tb), nil, api.VersionStreamCreate{Name: name, Spec: spec})
 	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	return resp.JSON201

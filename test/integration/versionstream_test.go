@@ -15,7 +15,7 @@ func TestVersionStreamSpecIsValidatedAndDefaulted(t *testing.T) {
 	s := startServerWith(t, map[string][]string{"versionstream": {"version-resolver"}})
 	ctx := ctxFor(t)
 
-	resp, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "s", Spec: api.VersionStreamSpec{TargetVersion: "4.17"}})
+	resp, err := s.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: "s", Spec: api.VersionStreamSpec{TargetVersion: "4.17"}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode(), "body: %s", resp.Body)
 	got := resp.JSON201
@@ -47,7 +47,7 @@ func TestVersionStreamSpecIsValidatedAndDefaulted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := s.CreateVersionStreamWithBodyWithResponse(ctx, "application/json", strings.NewReader(tt.body))
+			resp, err := s.CreateVersionStreamWithBodyWithResponse(ctx, nil, "application/json", strings.NewReader(tt.body))
 			require.NoError(t, err)
 			p := problem(t, resp.HTTPResponse, resp.Body, http.StatusBadRequest, "HYPERFLEET-VAL-002")
 			require.Contains(t, fields(p), tt.field)
@@ -59,7 +59,7 @@ func TestClustersMustNameALiveVersionStream(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxFor(t)
 
-	resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "orphan", Spec: clusterSpec("no-such-stream")})
+	resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "orphan", Spec: clusterSpec("no-such-stream")})
 	require.NoError(t, err)
 	p := problem(t, resp.HTTPResponse, resp.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-006")
 	require.Equal(t, []string{"spec.version_stream"}, fields(p))
@@ -72,7 +72,7 @@ func TestClustersMustNameALiveVersionStream(t *testing.T) {
 	require.NoError(t, err)
 	problem(t, patch.HTTPResponse, patch.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-006")
 
-	other, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: "fast-4-17", Spec: api.VersionStreamSpec{TargetVersion: "4.17"}})
+	other, err := s.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: "fast-4-17", Spec: api.VersionStreamSpec{TargetVersion: "4.17"}})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, other.StatusCode())
 	patch, err = s.PatchClusterWithBodyWithResponse(ctx, c.Id, nil, "application/merge-patch+json", strings.NewReader(`{"spec":{"version_stream":"fast-4-17"}}`))
@@ -91,7 +91,7 @@ func TestClustersMustNameALiveVersionStream(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, del.StatusCode(), "body: %s", del.Body)
 
 	// A deleted stream cannot be named any more.
-	resp, err = s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: "late", Spec: clusterSpec(defaultStream)})
+	resp, err = s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: "late", Spec: clusterSpec(defaultStream)})
 	require.NoError(t, err)
 	problem(t, resp.HTTPResponse, resp.Body, http.StatusUnprocessableEntity, "HYPERFLEET-VAL-006")
 
@@ -110,14 +110,14 @@ func TestDeletingAStreamRacesCreatesSafely(t *testing.T) {
 	ctx := ctxFor(t)
 	for round := range 5 {
 		name := "race-" + string(rune('a'+round))
-		stream, err := s.CreateVersionStreamWithResponse(ctx, api.VersionStreamCreate{Name: name, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
+		stream, err := s.CreateVersionStreamWithResponse(ctx, nil, api.VersionStreamCreate{Name: name, Spec: api.VersionStreamSpec{TargetVersion: "4.16"}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, stream.StatusCode())
 		var wg sync.WaitGroup
 		created := make([]int, 8)
 		for i := range created {
 			wg.Go(func() {
-				resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: name + "-c" + string(rune('0'+i)), Spec: clusterSpec(name)})
+				resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: name + "-c" + string(rune('0'+i)), Spec: clusterSpec(name)})
 				require.NoError(t, err)
 				created[i] = resp.StatusCode()
 			})

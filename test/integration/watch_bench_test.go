@@ -69,7 +69,7 @@ func BenchmarkChangeFeedThroughput(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := 0; ctx.Err() == nil; i++ {
-					c, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: fmt.Sprintf("t%02d-%06d", n, i), Spec: clusterSpec(defaultStream)})
+					c, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: fmt.Sprintf("t%02d-%06d", n, i), Spec: clusterSpec(defaultStream)})
 					if err != nil || c.StatusCode() != http.StatusCreated {
 						return
 					}
