@@ -234,6 +234,8 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.Var(&o.adapterRateLimit, "adapter-rate-limit", "requests per second each adapter identity may make per shard (its X-Hyperfleet-Shard), in place of --rate-limit, 0 for unlimited "+
 		"(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)")
 	fs.IntVar(&o.cfg.AdapterRateBurst, "adapter-rate-limit-burst", 0, "burst above --adapter-rate-limit (default: one second's worth)")
+	fs.StringVar(&o.cfg.RateLimitsFile, "rate-limits-file", "", "YAML/JSON file of the tenants' budgets per route class (reads, writes, watches), "+
+		"a default and per-tenant overrides, on top of --rate-limit (docs/rate-limits.md); reloaded when it changes (a bad new file keeps the old one)")
 	fs.BoolVar(&o.cfg.EnableTracing, "enable-tracing", false, "export OpenTelemetry traces over OTLP/HTTP")
 	fs.StringVar(&o.cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: the OTEL_EXPORTER_OTLP_* environment)")
 	fs.Float64Var(&o.cfg.TraceSampleRatio, "trace-sample-ratio", 1, "share of new traces kept, 0–1")

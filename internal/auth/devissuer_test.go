@@ -158,14 +158,3 @@ func TestDevIssuerMint(t *testing.T) {
 		requireCode(t, err, resource.CodeUnauthenticated, "not meant for this API")
 	})
 }
-
-// WithClaim adds a claim that the verifier reads, such as the tenant claim.
-func TestDevIssuerMintWithClaim(t *testing.T) {
-	issuer, err := LoadOrCreateDevIssuer(t.TempDir())
-	require.NoError(t, err)
-	token, err := issuer.Mint("alice", []Role{RoleUser}, "", time.Hour, testIssuer, testAudience, WithClaim("org", "acme"))
-	require.NoError(t, err)
-	id, err := newVerifier(t, VerifierConfig{JWKSFile: issuer.JWKSPath(), TenantClaim: "org"}).Verify(t.Context(), token)
-	require.NoError(t, err)
-	require.Equal(t, "acme", id.Tenant)
-}

@@ -59,6 +59,10 @@ type Config struct {
 	// (api.ShardHeader), in place of RateLimit: an adapter's replicas reconcile a fleet (0: unlimited).
 	AdapterRateLimit float64
 	AdapterRateBurst int
+	// TenantRateLimits returns the tenants' budgets per route class as configured now (it is called per request
+	// of a caller confined to a tenant, so that a reloaded file applies at once); each request must pass its
+	// tenant's bucket as well as its identity's. nil, or nil from it: tenants are not limited as such.
+	TenantRateLimits func() *TenantRateLimits
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
 	// (lists then report an empty position).
 	Feed ChangeFeed
@@ -95,10 +99,9 @@ type Handler struct {
 	svc     Service
 	log     *slog.Logger
 	metrics *httpMetrics
-	limiter *identityLimiter
-	// adapterLimiter is the adapters' budget, by identity and shard; nil: unlimited.
-	adapterLimiter *identityLimiter
-	router         *mux.Router
+	// rates are the request budgets; nil: unlimited.
+	rates  *rateLimiter
+	router *mux.Router
 	// watches and lists count the open watch streams and running lists.
 	watches, lists *concurrency
 	// stopping is closed by StopStreams: every watch stream ends.
@@ -123,12 +126,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		return nil, err
 	}
 	s.metrics = m
-	if cfg.RateLimit > 0 {
-		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
-	}
-	if cfg.AdapterRateLimit > 0 {
-		s.adapterLimiter = newIdentityLimiter(cfg.AdapterRateLimit, cfg.AdapterRateBurst)
-	}
+	s.rates = newRateLimiter(cfg)
 	r := mux.NewRouter()
 	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
 	r.NotFoundHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,9 @@ type Config struct {
 	// AdapterRateLimit and AdapterRateBurst replace them for callers with role adapter, per identity and shard.
 	AdapterRateLimit float64
 	AdapterRateBurst int
+	// RateLimitsFile holds the tenants' budgets per route class (httpapi.LoadTenantRateLimits), on top of the
+	// per-identity ones; it is reloaded when it changes. Empty: tenants are not limited as such.
+	RateLimitsFile string
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
 	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and

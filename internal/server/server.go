@@ -175,6 +175,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	if httpCfg.TenantRateLimits, err = tenantRateLimits(cfg, log); err != nil {
+		return nil, err
+	}
 	edge, err := httpapi.NewHandler(httpCfg, svc, set.All, log, reg)
 	if err != nil {
 		return nil, err
@@ -302,6 +305,29 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 		}
 		return id, nil
 	}, nil
+}
+
+// tenantRateLimits returns the getter of the rate-limits file's budgets, reloaded when the file changes; nil
+// without a file.
+func tenantRateLimits(cfg Config, log *slog.Logger) (func() *httpapi.TenantRateLimits, error) {
+	if cfg.RateLimitsFile == "" {
+		return nil, nil
+	}
+	if cfg.JWT.TenantClaim == "" {
+		log.Warn("--rate-limits-file limits tenants, and tenancy is off (no --tenant-claim): only the per-identity limits apply")
+	}
+	load := func() (*httpapi.TenantRateLimits, error) {
+		l, err := httpapi.LoadTenantRateLimits(cfg.RateLimitsFile)
+		if err != nil {
+			return nil, fmt.Errorf("--rate-limits-file: %w", err)
+		}
+		return l, nil
+	}
+	file, err := newReloading("--rate-limits-file", load, log, cfg.RateLimitsFile)
+	if err != nil {
+		return nil, err
+	}
+	return file.get, nil
 }
 
 // APIAddr is the API listener's bound address (useful with port 0).

@@ -1946,6 +1946,9 @@ type StoredStatus = AdapterStatus
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
 
+// TooManyRequests RFC 9457 problem details.
+type TooManyRequests = Problem
+
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
 

@@ -41,11 +41,11 @@ func tenantsStart(tb testing.TB) *tenantsEnv {
 // as returns a bearer token editor for subject with role in tenant ("" names none).
 func (e *tenantsEnv) as(tb testing.TB, subject string, role auth.Role, tenant string) api.RequestEditorFn {
 	tb.Helper()
-	var opts []auth.MintOption
+	var claims []map[string]any
 	if tenant != "" {
-		opts = append(opts, auth.WithClaim(tenantsClaim, tenant))
+		claims = append(claims, map[string]any{tenantsClaim: tenant})
 	}
-	token, err := e.issuer.Mint(subject, []auth.Role{role}, "", time.Hour, testIssuer, testAudience, opts...)
+	token, err := e.issuer.Mint(subject, []auth.Role{role}, "", time.Hour, testIssuer, testAudience, claims...)
 	require.NoError(tb, err)
 	return bearer(token)
 }
