@@ -77,6 +77,12 @@ func (d *DevIssuer) JWKSPath() string { return d.jwks }
 // (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default. It returns
 // an error if subject, issuer or audience is empty, ttl is not positive or a role is unknown.
 func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string) (string, error) {
+	return d.MintWithClaims(subject, roles, adapter, ttl, issuer, audience, nil)
+}
+
+// MintWithClaims is Mint with more claims, e.g. a tenant's (VerifierConfig.TenantClaim); they cannot replace the
+// claims Mint sets.
+func (d *DevIssuer) MintWithClaims(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, extra map[string]any) (string, error) {
 	switch {
 	case subject == "" || issuer == "" || audience == "":
 		return "", errors.New("dev issuer: subject, issuer and audience are required")
@@ -104,6 +110,11 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 	}
 	if adapter != "" {
 		claims[DefaultAdapterClaim] = adapter
+	}
+	for k, v := range extra {
+		if _, set := claims[k]; !set {
+			claims[k] = v
+		}
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
 	tok.Header["kid"] = d.kid
