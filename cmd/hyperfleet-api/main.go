@@ -249,6 +249,8 @@ func newServeCommand(o *options) *cobra.Command {
 		"must agree with the database's, which the first replica sets (default: the database's)")
 	fs.DurationVar(&o.cfg.EventsRetention, "events-retention", 24*time.Hour,
 		"how long the change feed keeps events; a watcher further behind gets 410 and lists again")
+	fs.DurationVar(&o.cfg.HistoryRetention, "history-retention", 90*24*time.Hour,
+		"how long the history of every resource (GET …/history) is kept, after the resource too; 0 keeps it forever; must be 0 or at least --events-retention")
 	fs.Int64Var(&o.cfg.EventsMax, "events-max", 1_000_000, "most events the change feed keeps")
 	fs.StringVar(&o.cfg.EventsNATSURL, "events-nats-url", "", "also relay the change feed to NATS JetStream at this URL, e.g. nats://127.0.0.1:4222 (one API process at a time relays)")
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")

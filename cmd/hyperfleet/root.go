@@ -122,7 +122,7 @@ func newRootCommand(a *app) *cobra.Command {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a), newRolloutCommand(a), newAPICommand(a)} {
+	for _, c := range []*cobra.Command{newStatusesCommand(a), newHistoryCommand(a), newWaitCommand(a), newRolloutCommand(a), newAPICommand(a)} {
 		c.GroupID = "progress"
 		root.AddCommand(c)
 	}

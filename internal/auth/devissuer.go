@@ -199,3 +199,8 @@ func devJWKS(pub *ecdsa.PublicKey) (kid string, jwks []byte, err error) {
 	}
 	return kid, append(jwks, '\n'), nil
 }
+
+// MintWithClaims is Mint with extra claims given as one map (nil for none).
+func (d *DevIssuer) MintWithClaims(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, extra map[string]any) (string, error) {
+	return d.Mint(subject, roles, adapter, ttl, issuer, audience, extra)
+}

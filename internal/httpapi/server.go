@@ -37,6 +37,7 @@ type Service interface {
 	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
 	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep conditions.Report) (*resource.AdapterStatus, bool, error)
 	ListStatuses(ctx context.Context, d *resource.Descriptor, parentID, id string) ([]resource.AdapterStatus, error)
+	History(ctx context.Context, d *resource.Descriptor, parentID, id string, after int64, limit int) ([]resource.HistoryEntry, error)
 }
 
 // Config tunes the HTTP edge.
@@ -172,6 +173,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		// putStatus checks the adapter name once it has read it.
 		resources.Handle(item+"/statuses", k.route(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
 		resources.Handle(item+"/force-delete", k.route(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
+		resources.Handle(item+"/history", k.route(auth.ActionRead, k.history)).Methods(http.MethodGet)
 	}
 	s.routeTenants(resources)
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,

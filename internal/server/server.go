@@ -62,6 +62,8 @@ type Server struct {
 	notifier  *postgres.Notifier
 	feed      *feed.Feed
 	relay     *eventrelay.Relay // nil without --events-nats-url
+	// historyPruner is nil when the history is kept forever.
+	historyPruner *postgres.HistoryPruner
 }
 
 // New opens the database (starting and migrating the embedded one if configured), checks that its schema is
@@ -146,10 +148,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, err
 	}
-	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{Pool: s.feedPool, Retention: cmp.Or(cfg.EventsRetention, 24*time.Hour),
+	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{Pool: s.feedPool, Retention: cmp.Or(cfg.EventsRetention, DefaultEventsRetention),
 		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, LeaseTTL: cfg.EventsLeaseTTL,
 		Log: log, Registerer: reg})
 	if err != nil {
+		return nil, err
+	}
+	if s.historyPruner, err = newHistoryPruner(cfg, s.feedPool, log, reg); err != nil {
 		return nil, err
 	}
 	// This process's writes wake its sequencer at once; other processes' wait for its poll.
@@ -360,6 +365,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.feed.Run(gctx) })
 	if s.relay != nil {
 		g.Go(func() error { return s.relay.Run(gctx) })
+	}
+	if s.historyPruner != nil {
+		g.Go(func() error { return s.historyPruner.Run(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()

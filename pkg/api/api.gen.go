@@ -219,6 +219,90 @@ func (e ConditionStatus) Valid() bool {
 	}
 }
 
+// Defines values for HistoryEntryAction.
+const (
+	HistoryEntryActionCreated      HistoryEntryAction = "created"
+	HistoryEntryActionDeleting     HistoryEntryAction = "deleting"
+	HistoryEntryActionForceDeleted HistoryEntryAction = "force_deleted"
+	HistoryEntryActionRemoved      HistoryEntryAction = "removed"
+	HistoryEntryActionStatus       HistoryEntryAction = "status"
+	HistoryEntryActionUpdated      HistoryEntryAction = "updated"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryAction enum.
+func (e HistoryEntryAction) Valid() bool {
+	switch e {
+	case HistoryEntryActionCreated:
+		return true
+	case HistoryEntryActionDeleting:
+		return true
+	case HistoryEntryActionForceDeleted:
+		return true
+	case HistoryEntryActionRemoved:
+		return true
+	case HistoryEntryActionStatus:
+		return true
+	case HistoryEntryActionUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HistoryEntryPhaseFrom.
+const (
+	HistoryEntryPhaseFromDegraded    HistoryEntryPhaseFrom = "Degraded"
+	HistoryEntryPhaseFromDeleting    HistoryEntryPhaseFrom = "Deleting"
+	HistoryEntryPhaseFromPending     HistoryEntryPhaseFrom = "Pending"
+	HistoryEntryPhaseFromProgressing HistoryEntryPhaseFrom = "Progressing"
+	HistoryEntryPhaseFromReady       HistoryEntryPhaseFrom = "Ready"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryPhaseFrom enum.
+func (e HistoryEntryPhaseFrom) Valid() bool {
+	switch e {
+	case HistoryEntryPhaseFromDegraded:
+		return true
+	case HistoryEntryPhaseFromDeleting:
+		return true
+	case HistoryEntryPhaseFromPending:
+		return true
+	case HistoryEntryPhaseFromProgressing:
+		return true
+	case HistoryEntryPhaseFromReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HistoryEntryPhaseTo.
+const (
+	HistoryEntryPhaseToDegraded    HistoryEntryPhaseTo = "Degraded"
+	HistoryEntryPhaseToDeleting    HistoryEntryPhaseTo = "Deleting"
+	HistoryEntryPhaseToPending     HistoryEntryPhaseTo = "Pending"
+	HistoryEntryPhaseToProgressing HistoryEntryPhaseTo = "Progressing"
+	HistoryEntryPhaseToReady       HistoryEntryPhaseTo = "Ready"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryPhaseTo enum.
+func (e HistoryEntryPhaseTo) Valid() bool {
+	switch e {
+	case HistoryEntryPhaseToDegraded:
+		return true
+	case HistoryEntryPhaseToDeleting:
+		return true
+	case HistoryEntryPhaseToPending:
+		return true
+	case HistoryEntryPhaseToProgressing:
+		return true
+	case HistoryEntryPhaseToReady:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReportedConditionStatus.
 const (
 	ReportedConditionStatusFalse   ReportedConditionStatus = "False"
@@ -730,6 +814,67 @@ type ConditionStatus string
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// HistoryEntry defines model for HistoryEntry.
+type HistoryEntry struct {
+	// Action `created`; `updated` (spec, labels or deletion_protection); `deleting` (marked for deletion, itself or
+	// with its parent); `status` (the aggregate's phase moved); `removed` (finalized and gone);
+	// `force_deleted` (removed by a force-delete of it or its parent).
+	Action HistoryEntryAction `json:"action"`
+
+	// Actor Who made the change (the adapter's identity for a status entry).
+	Actor string `json:"actor"`
+
+	// Changes For `created`, the resource's `labels` and `spec`; for `updated`, the RFC 7386 merge patch of
+	// `labels`, `spec` and `deletion_protection` from before the change to after it (members it did not change
+	// are absent, removed ones null). Internal spec fields are left out for callers who may not see them.
+	Changes *map[string]interface{} `json:"changes,omitempty"`
+
+	// Generation The resource's generation after the change.
+	Generation int64 `json:"generation"`
+
+	// PhaseFrom The phase before, when the change moved it (for `removed` and `force_deleted`, the last one).
+	PhaseFrom *HistoryEntryPhaseFrom `json:"phase_from,omitempty"`
+
+	// PhaseTo The phase after, when the change moved it.
+	PhaseTo *HistoryEntryPhaseTo `json:"phase_to,omitempty"`
+
+	// Reports For `status`, the adapter report that moved the phase.
+	Reports *[]HistoryReport `json:"reports,omitempty"`
+
+	// Seq Orders the entries; a page's `next` is its last.
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+}
+
+// HistoryEntryAction `created`; `updated` (spec, labels or deletion_protection); `deleting` (marked for deletion, itself or
+// with its parent); `status` (the aggregate's phase moved); `removed` (finalized and gone);
+// `force_deleted` (removed by a force-delete of it or its parent).
+type HistoryEntryAction string
+
+// HistoryEntryPhaseFrom The phase before, when the change moved it (for `removed` and `force_deleted`, the last one).
+type HistoryEntryPhaseFrom string
+
+// HistoryEntryPhaseTo The phase after, when the change moved it.
+type HistoryEntryPhaseTo string
+
+// HistoryList defines model for HistoryList.
+type HistoryList struct {
+	Items []HistoryEntry `json:"items"`
+
+	// Kind Example: HistoryList
+	Kind string `json:"kind"`
+
+	// Next The `after` of the next page; absent on the last page.
+	Next *string `json:"next,omitempty"`
+}
+
+// HistoryReport An adapter's report as a history entry keeps it (its data is not kept).
+type HistoryReport struct {
+	Adapter            string      `json:"adapter"`
+	Conditions         []Condition `json:"conditions"`
+	ObservedGeneration int64       `json:"observed_generation"`
 }
 
 // HivelocityPlatform Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
@@ -1868,6 +2013,12 @@ type Fields = string
 // Force defines model for force.
 type Force = bool
 
+// HistoryAfter defines model for history_after.
+type HistoryAfter = int64
+
+// HistorySize defines model for history_size.
+type HistorySize = int
+
 // IfMatch defines model for if_match.
 type IfMatch = string
 
@@ -2040,6 +2191,15 @@ type PatchClusterParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListClusterHistoryParams defines parameters for ListClusterHistory.
+type ListClusterHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListClusterNodePoolsParams defines parameters for ListClusterNodePools.
 type ListClusterNodePoolsParams struct {
 	// Page 1-based page number.
@@ -2125,6 +2285,15 @@ type PatchNodePoolParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListNodePoolHistoryParams defines parameters for ListNodePoolHistory.
+type ListNodePoolHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListManagementClustersParams defines parameters for ListManagementClusters.
 type ListManagementClustersParams struct {
 	// Page 1-based page number.
@@ -2208,6 +2377,15 @@ type PatchManagementClusterParams struct {
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListManagementClusterHistoryParams defines parameters for ListManagementClusterHistory.
+type ListManagementClusterHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // ListNodePoolsParams defines parameters for ListNodePools.
@@ -2370,6 +2548,15 @@ type PatchUpgradeScheduleParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListUpgradeScheduleHistoryParams defines parameters for ListUpgradeScheduleHistory.
+type ListUpgradeScheduleHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListVersionStreamsParams defines parameters for ListVersionStreams.
 type ListVersionStreamsParams struct {
 	// Page 1-based page number.
@@ -2453,6 +2640,15 @@ type PatchVersionStreamParams struct {
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListVersionStreamHistoryParams defines parameters for ListVersionStreamHistory.
+type ListVersionStreamHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
@@ -2919,6 +3115,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
 	ForceDeleteCluster(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListClusterHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+	ListClusterHistory(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClusterNodePools List the node pools of a cluster
 	//
 	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -2975,6 +3182,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 	ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNodePoolHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+	ListNodePoolHistory(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodePoolStatuses List the adapters' latest reports
 	//
@@ -3128,6 +3346,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
 	ForceDeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListManagementClusterHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+	ListManagementClusterHistory(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListManagementClusterStatuses List the adapters' latest reports
 	//
@@ -3290,6 +3519,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
 	ForceDeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListUpgradeScheduleHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+	ListUpgradeScheduleHistory(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListUpgradeScheduleStatuses List the adapters' latest reports
 	//
 	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
@@ -3404,6 +3644,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 	ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListVersionStreamHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+	ListVersionStreamHistory(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListVersionStreamStatuses List the adapters' latest reports
 	//
@@ -3615,6 +3866,27 @@ func (c *Client) ForceDeleteCluster(ctx context.Context, clusterId ClusterId, re
 	return c.Client.Do(req)
 }
 
+// ListClusterHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+func (c *Client) ListClusterHistory(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClusterHistoryRequest(c.Server, clusterId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListClusterNodePools List the node pools of a cluster
 //
 // Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -3752,6 +4024,27 @@ func (c *Client) PatchNodePoolWithApplicationMergePatchPlusJSONBody(ctx context.
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 func (c *Client) ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteNodePoolRequest(c.Server, clusterId, nodepoolId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNodePoolHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+func (c *Client) ListNodePoolHistory(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNodePoolHistoryRequest(c.Server, clusterId, nodepoolId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4095,6 +4388,27 @@ func (c *Client) PatchManagementClusterWithApplicationMergePatchPlusJSONBody(ctx
 // Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
 func (c *Client) ForceDeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteManagementClusterRequest(c.Server, managementclusterId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListManagementClusterHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+func (c *Client) ListManagementClusterHistory(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagementClusterHistoryRequest(c.Server, managementclusterId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4466,6 +4780,27 @@ func (c *Client) ForceDeleteUpgradeSchedule(ctx context.Context, upgradeschedule
 	return c.Client.Do(req)
 }
 
+// ListUpgradeScheduleHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+func (c *Client) ListUpgradeScheduleHistory(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpgradeScheduleHistoryRequest(c.Server, upgradescheduleId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListUpgradeScheduleStatuses List the adapters' latest reports
 //
 // Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/statuses (the `ListUpgradeScheduleStatuses` operationId).
@@ -4711,6 +5046,27 @@ func (c *Client) PatchVersionStreamWithApplicationMergePatchPlusJSONBody(ctx con
 // Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 func (c *Client) ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteVersionStreamRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListVersionStreamHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+func (c *Client) ListVersionStreamHistory(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListVersionStreamHistoryRequest(c.Server, versionstreamId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5325,6 +5681,79 @@ func NewForceDeleteClusterRequest(server string, clusterId ClusterId) (*http.Req
 	return req, nil
 }
 
+// NewListClusterHistoryRequest constructs an http.Request for the ListClusterHistory method
+func NewListClusterHistoryRequest(server string, clusterId ClusterId, params *ListClusterHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListClusterNodePoolsRequest constructs an http.Request for the ListClusterNodePools method
 func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *ListClusterNodePoolsParams) (*http.Request, error) {
 	var err error
@@ -5842,6 +6271,86 @@ func NewForceDeleteNodePoolRequest(server string, clusterId ClusterId, nodepoolI
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNodePoolHistoryRequest constructs an http.Request for the ListNodePoolHistory method
+func NewListNodePoolHistoryRequest(server string, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/history", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6601,6 +7110,79 @@ func NewForceDeleteManagementClusterRequest(server string, managementclusterId M
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListManagementClusterHistoryRequest constructs an http.Request for the ListManagementClusterHistory method
+func NewListManagementClusterHistoryRequest(server string, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7605,6 +8187,79 @@ func NewForceDeleteUpgradeScheduleRequest(server string, upgradescheduleId Upgra
 	return req, nil
 }
 
+// NewListUpgradeScheduleHistoryRequest constructs an http.Request for the ListUpgradeScheduleHistory method
+func NewListUpgradeScheduleHistoryRequest(server string, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListUpgradeScheduleStatusesRequest constructs an http.Request for the ListUpgradeScheduleStatuses method
 func NewListUpgradeScheduleStatusesRequest(server string, upgradescheduleId UpgradescheduleId) (*http.Request, error) {
 	var err error
@@ -8215,6 +8870,79 @@ func NewForceDeleteVersionStreamRequest(server string, versionstreamId Versionst
 	return req, nil
 }
 
+// NewListVersionStreamHistoryRequest constructs an http.Request for the ListVersionStreamHistory method
+func NewListVersionStreamHistoryRequest(server string, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListVersionStreamStatusesRequest constructs an http.Request for the ListVersionStreamStatuses method
 func NewListVersionStreamStatusesRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
 	var err error
@@ -8461,6 +9189,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
 	ForceDeleteClusterWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ForceDeleteClusterResponse, error)
 
+	// ListClusterHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+	ListClusterHistoryWithResponse(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListClusterHistoryResponse, error)
+
 	// ListClusterNodePoolsWithResponse List the node pools of a cluster
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8525,6 +9266,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 	ForceDeleteNodePoolWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ForceDeleteNodePoolResponse, error)
+
+	// ListNodePoolHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+	ListNodePoolHistoryWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*ListNodePoolHistoryResponse, error)
 
 	// ListNodePoolStatusesWithResponse List the adapters' latest reports
 	//
@@ -8690,6 +9444,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
 	ForceDeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ForceDeleteManagementClusterResponse, error)
+
+	// ListManagementClusterHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+	ListManagementClusterHistoryWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListManagementClusterHistoryResponse, error)
 
 	// ListManagementClusterStatusesWithResponse List the adapters' latest reports
 	//
@@ -8870,6 +9637,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
 	ForceDeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ForceDeleteUpgradeScheduleResponse, error)
 
+	// ListUpgradeScheduleHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+	ListUpgradeScheduleHistoryWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleHistoryResponse, error)
+
 	// ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8994,6 +9774,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 	ForceDeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ForceDeleteVersionStreamResponse, error)
+
+	// ListVersionStreamHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+	ListVersionStreamHistoryWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*ListVersionStreamHistoryResponse, error)
 
 	// ListVersionStreamStatusesWithResponse List the adapters' latest reports
 	//
@@ -9499,6 +10292,68 @@ func (r ForceDeleteClusterResponse) ContentType() string {
 	return ""
 }
 
+type ListClusterHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListClusterHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListClusterHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListClusterHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListClusterHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListClusterHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListClusterNodePoolsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9922,6 +10777,68 @@ func (r ForceDeleteNodePoolResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ForceDeleteNodePoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListNodePoolHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNodePoolHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNodePoolHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNodePoolHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNodePoolHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNodePoolHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10779,6 +11696,68 @@ func (r ForceDeleteManagementClusterResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ForceDeleteManagementClusterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListManagementClusterHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagementClusterHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagementClusterHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagementClusterHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagementClusterHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagementClusterHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11710,6 +12689,68 @@ func (r ForceDeleteUpgradeScheduleResponse) ContentType() string {
 	return ""
 }
 
+type ListUpgradeScheduleHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpgradeScheduleHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpgradeScheduleHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpgradeScheduleHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpgradeScheduleHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpgradeScheduleHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListUpgradeScheduleStatusesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12346,6 +13387,68 @@ func (r ForceDeleteVersionStreamResponse) ContentType() string {
 	return ""
 }
 
+type ListVersionStreamHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListVersionStreamHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListVersionStreamHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListVersionStreamHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListVersionStreamHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListVersionStreamHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListVersionStreamStatusesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12701,6 +13804,25 @@ func (c *ClientWithResponses) ForceDeleteClusterWithResponse(ctx context.Context
 	return ParseForceDeleteClusterResponse(rsp)
 }
 
+// ListClusterHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+func (c *ClientWithResponses) ListClusterHistoryWithResponse(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListClusterHistoryResponse, error) {
+	rsp, err := c.ListClusterHistory(ctx, clusterId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListClusterHistoryResponse(rsp)
+}
+
 // ListClusterNodePoolsWithResponse List the node pools of a cluster
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12818,6 +13940,25 @@ func (c *ClientWithResponses) ForceDeleteNodePoolWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseForceDeleteNodePoolResponse(rsp)
+}
+
+// ListNodePoolHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+func (c *ClientWithResponses) ListNodePoolHistoryWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*ListNodePoolHistoryResponse, error) {
+	rsp, err := c.ListNodePoolHistory(ctx, clusterId, nodepoolId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNodePoolHistoryResponse(rsp)
 }
 
 // ListNodePoolStatusesWithResponse List the adapters' latest reports
@@ -13097,6 +14238,25 @@ func (c *ClientWithResponses) ForceDeleteManagementClusterWithResponse(ctx conte
 		return nil, err
 	}
 	return ParseForceDeleteManagementClusterResponse(rsp)
+}
+
+// ListManagementClusterHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+func (c *ClientWithResponses) ListManagementClusterHistoryWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListManagementClusterHistoryResponse, error) {
+	rsp, err := c.ListManagementClusterHistory(ctx, managementclusterId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagementClusterHistoryResponse(rsp)
 }
 
 // ListManagementClusterStatusesWithResponse List the adapters' latest reports
@@ -13398,6 +14558,25 @@ func (c *ClientWithResponses) ForceDeleteUpgradeScheduleWithResponse(ctx context
 	return ParseForceDeleteUpgradeScheduleResponse(rsp)
 }
 
+// ListUpgradeScheduleHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+func (c *ClientWithResponses) ListUpgradeScheduleHistoryWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleHistoryResponse, error) {
+	rsp, err := c.ListUpgradeScheduleHistory(ctx, upgradescheduleId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpgradeScheduleHistoryResponse(rsp)
+}
+
 // ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
 //
 // Returns a wrapper object for the known response body format(s).
@@ -13605,6 +14784,25 @@ func (c *ClientWithResponses) ForceDeleteVersionStreamWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseForceDeleteVersionStreamResponse(rsp)
+}
+
+// ListVersionStreamHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+func (c *ClientWithResponses) ListVersionStreamHistoryWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*ListVersionStreamHistoryResponse, error) {
+	rsp, err := c.ListVersionStreamHistory(ctx, versionstreamId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListVersionStreamHistoryResponse(rsp)
 }
 
 // ListVersionStreamStatusesWithResponse List the adapters' latest reports
@@ -14065,6 +15263,53 @@ func ParseForceDeleteClusterResponse(rsp *http.Response) (*ForceDeleteClusterRes
 	return response, nil
 }
 
+// ParseListClusterHistoryResponse parses an HTTP response from a ListClusterHistoryWithResponse call
+func ParseListClusterHistoryResponse(rsp *http.Response) (*ListClusterHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListClusterHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListClusterNodePoolsResponse parses an HTTP response from a ListClusterNodePoolsWithResponse call
 func ParseListClusterNodePoolsResponse(rsp *http.Response) (*ListClusterNodePoolsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14414,6 +15659,53 @@ func ParseForceDeleteNodePoolResponse(rsp *http.Response) (*ForceDeleteNodePoolR
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListNodePoolHistoryResponse parses an HTTP response from a ListNodePoolHistoryWithResponse call
+func ParseListNodePoolHistoryResponse(rsp *http.Response) (*ListNodePoolHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNodePoolHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -15121,6 +16413,53 @@ func ParseForceDeleteManagementClusterResponse(rsp *http.Response) (*ForceDelete
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListManagementClusterHistoryResponse parses an HTTP response from a ListManagementClusterHistoryWithResponse call
+func ParseListManagementClusterHistoryResponse(rsp *http.Response) (*ListManagementClusterHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagementClusterHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -15889,6 +17228,53 @@ func ParseForceDeleteUpgradeScheduleResponse(rsp *http.Response) (*ForceDeleteUp
 	return response, nil
 }
 
+// ParseListUpgradeScheduleHistoryResponse parses an HTTP response from a ListUpgradeScheduleHistoryWithResponse call
+func ParseListUpgradeScheduleHistoryResponse(rsp *http.Response) (*ListUpgradeScheduleHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpgradeScheduleHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListUpgradeScheduleStatusesResponse parses an HTTP response from a ListUpgradeScheduleStatusesWithResponse call
 func ParseListUpgradeScheduleStatusesResponse(rsp *http.Response) (*ListUpgradeScheduleStatusesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16400,6 +17786,53 @@ func ParseForceDeleteVersionStreamResponse(rsp *http.Response) (*ForceDeleteVers
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListVersionStreamHistoryResponse parses an HTTP response from a ListVersionStreamHistoryWithResponse call
+func ParseListVersionStreamHistoryResponse(rsp *http.Response) (*ListVersionStreamHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListVersionStreamHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound

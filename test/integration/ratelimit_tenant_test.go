@@ -73,7 +73,7 @@ func TestRateLimitTenantBudgetsAreSharedAndSeparate(t *testing.T) {
 	applier := as("svc-applier", []auth.Role{auth.RoleAdapter}, "applier", "")
 	create := func(name string, who api.RequestEditorFn) *api.CreateClusterResponse {
 		t.Helper()
-		resp, err := s.CreateClusterWithResponse(ctx, api.ClusterCreate{Name: name, Spec: clusterSpec(defaultStream)}, who)
+		resp, err := s.CreateClusterWithResponse(ctx, nil, api.ClusterCreate{Name: name, Spec: clusterSpec(defaultStream)}, who)
 		require.NoError(t, err)
 		return resp
 	}
