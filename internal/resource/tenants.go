@@ -13,8 +13,7 @@ const (
 	QuotaNodePoolDevices = "nodepool_devices"
 )
 
-// MaxTenantLength bounds a tenant id: the bound auth puts on a token's tenant claim (auth.MaxTenantLength), kept
-// here too because the domain cannot import auth.
+// MaxTenantLength bounds a tenant id, as a token's tenant claim gives it (auth.MaxTenantLength is this bound).
 const MaxTenantLength = 128
 
 // Quotas are a tenant's limits; nil is no limit.
