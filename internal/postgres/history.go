@@ -189,16 +189,7 @@ func NewHistoryPruner(cfg HistoryPrunerConfig) (*HistoryPruner, error) {
 
 // Run prunes every Every while it holds the lease, and tries to take it otherwise, until ctx ends.
 func (p *HistoryPruner) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := p.lease.Lead(ctx, p.lead)
-		if err != nil && ctx.Err() == nil {
-			p.cfg.Log.Warn("history pruner stopped; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(p.lease.retry()):
-		}
-	}
+	p.lease.LeadUntilDone(ctx, p.lead, nil, p.cfg.Log, "history pruner")
 	return nil
 }
 
