@@ -234,6 +234,8 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.Var(&o.adapterRateLimit, "adapter-rate-limit", "requests per second each adapter identity may make per shard (its X-Hyperfleet-Shard), in place of --rate-limit, 0 for unlimited "+
 		"(default: 1000 with HYPERFLEET_ENV=production, unlimited otherwise)")
 	fs.IntVar(&o.cfg.AdapterRateBurst, "adapter-rate-limit-burst", 0, "burst above --adapter-rate-limit (default: one second's worth)")
+	fs.StringVar(&o.cfg.RateLimitsFile, "rate-limits-file", "", "YAML/JSON file of the tenants' budgets per route class (reads, writes, watches), "+
+		"a default and per-tenant overrides, on top of --rate-limit (docs/rate-limits.md); reloaded when it changes (a bad new file keeps the old one)")
 	fs.BoolVar(&o.cfg.EnableTracing, "enable-tracing", false, "export OpenTelemetry traces over OTLP/HTTP")
 	fs.StringVar(&o.cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: the OTEL_EXPORTER_OTLP_* environment)")
 	fs.Float64Var(&o.cfg.TraceSampleRatio, "trace-sample-ratio", 1, "share of new traces kept, 0–1")
@@ -247,6 +249,8 @@ func newServeCommand(o *options) *cobra.Command {
 		"must agree with the database's, which the first replica sets (default: the database's)")
 	fs.DurationVar(&o.cfg.EventsRetention, "events-retention", 24*time.Hour,
 		"how long the change feed keeps events; a watcher further behind gets 410 and lists again")
+	fs.DurationVar(&o.cfg.HistoryRetention, "history-retention", 90*24*time.Hour,
+		"how long the history of every resource (GET …/history) is kept, after the resource too; 0 keeps it forever; must be 0 or at least --events-retention")
 	fs.Int64Var(&o.cfg.EventsMax, "events-max", 1_000_000, "most events the change feed keeps")
 	fs.StringVar(&o.cfg.EventsNATSURL, "events-nats-url", "", "also relay the change feed to NATS JetStream at this URL, e.g. nats://127.0.0.1:4222 (one API process at a time relays)")
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")

@@ -30,6 +30,7 @@ func defaultDevIssuerDir() string {
 func newTokenCommand() *cobra.Command {
 	var (
 		subject, adapter, dir, issuer, audience string
+		tenant, tenantClaim                     string
 		roles                                   []string
 		ttl                                     time.Duration
 	)
@@ -55,7 +56,11 @@ printed on stderr to accept such tokens.`,
 			if err != nil {
 				return err
 			}
-			token, err := dev.Mint(subject, parsed, adapter, ttl, issuer, audience)
+			var extra map[string]any
+			if tenant != "" {
+				extra = map[string]any{tenantClaim: tenant}
+			}
+			token, err := dev.Mint(subject, parsed, adapter, ttl, issuer, audience, extra)
 			if err != nil {
 				return err
 			}
@@ -73,5 +78,7 @@ printed on stderr to accept such tokens.`,
 	fs.StringVar(&dir, "dir", defaultDevIssuerDir(), "where the development signing key and JWKS live")
 	fs.StringVar(&issuer, "issuer", devTokenIssuer, "iss claim")
 	fs.StringVar(&audience, "audience", devTokenAudience, "aud claim")
+	fs.StringVar(&tenant, "tenant", "", "the caller's tenant, put in the --tenant-claim claim (make run's API reads org_id)")
+	fs.StringVar(&tenantClaim, "tenant-claim", "org_id", "the claim that carries --tenant")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/cmd/hyperfleet-dev/internal/supervisor"
+	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
 
 // console is what announce and refreshTokens write to.
@@ -85,14 +86,14 @@ func (s *stack) access(p func(format string, args ...any), cli, apiTool, api str
 	}
 	token, err := s.tokens.userToken()
 	if err != nil {
-		p("No user token (%v); mint one with %s token --subject %s --roles user,platform", err, apiTool, userSubject)
+		p("No user token (%v); mint one with %s token --subject %s --roles user,platform --tenant %s", err, apiTool, userSubject, resource.DefaultTenant)
 		return
 	}
-	p("User token (subject %s, roles user and platform, valid %s; also in %s):", userSubject, userTokenTTL, s.dev(fileUserToken))
+	p("User token (subject %s, roles user and platform, tenant %s, valid %s; also in %s):", userSubject, resource.DefaultTenant, userTokenTTL, s.dev(fileUserToken))
 	p("  %s", token)
 	p("Log the CLI in:")
 	p("  %s login --server %s --token-file %s", cli, api, s.dev(fileUserToken))
-	p("or mint another: %s token --subject alice --roles user 2>/dev/null | %s login --server %s", apiTool, cli, api)
+	p("or mint another, in a tenant of its own: %s token --subject alice --roles user --tenant acme 2>/dev/null | %s login --server %s", apiTool, cli, api)
 }
 
 // relBin names a binary as a developer in the working directory would type it: bin/hyperfleet rather than an

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
+	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
 
 // Development tokens carry the issuer and audience `hyperfleet-api token` uses by default, so that tokens minted
@@ -19,6 +20,9 @@ const (
 	refreshEvery    = time.Hour
 	userTokenTTL    = 12 * time.Hour
 	userSubject     = "developer"
+	// devTenantClaim is the claim the development API reads tenants from; the developer's tokens name the default
+	// tenant, which holds everything made before tenancy was on, and `hyperfleet-api token --tenant` mints others.
+	devTenantClaim = "org_id"
 )
 
 // userRoles are the developer's: user for clusters and node pools, and platform for the demo's VersionStream,
@@ -51,7 +55,7 @@ func (t *devTokens) adapterFile(name string) string { return filepath.Join(t.dev
 // serveFlags are the flags with which hyperfleet-api accepts the tokens.
 func (t *devTokens) serveFlags() []string {
 	return []string{"--enable-jwt", "--enable-authz", "--jwk-cert-file", t.issuer.JWKSPath(),
-		"--jwt-issuer", devIssuer, "--jwt-audience", devAudience}
+		"--jwt-issuer", devIssuer, "--jwt-audience", devAudience, "--tenant-claim", devTenantClaim}
 }
 
 // mintAll writes a fresh token for every adapter and for the user (user.token in the dev dir).
@@ -78,7 +82,7 @@ func (t *devTokens) mintAdapter(name string) error {
 }
 
 func (t *devTokens) mint(subject string, ttl time.Duration, roles ...auth.Role) (string, error) {
-	return t.issuer.Mint(subject, roles, "", ttl, devIssuer, devAudience)
+	return t.issuer.Mint(subject, roles, "", ttl, devIssuer, devAudience, map[string]any{devTenantClaim: resource.DefaultTenant})
 }
 
 // userToken returns the token mintAll wrote for the user.

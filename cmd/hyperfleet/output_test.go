@@ -43,8 +43,8 @@ func TestOutputFormats(t *testing.T) {
 
 	t.Run("wide", func(t *testing.T) {
 		out := c.ok(t, "get", "cluster", "c0-dev", "-o", "wide")
-		require.Regexp(t, `^NAME\s+VERSION STREAM\s+SCHEDULE\s+PAUSED\s+MANAGEMENT CLUSTER\s+VERSION\s+TARGET\s+HELD\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
-		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+<none>\s+<none>\s+<none>\s+<none>\s+<none>\s+-\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
+		require.Regexp(t, `^NAME\s+VERSION STREAM\s+SCHEDULE\s+PAUSED\s+MANAGEMENT CLUSTER\s+TENANT\s+VERSION\s+TARGET\s+HELD\s+PHASE\s+GENERATION\s+AGE\s+ID\s+CONDITIONS\n`, out)
+		require.Regexp(t, `(?m)^c0-dev\s+stable-4-16\s+<none>\s+<none>\s+<none>\s+default\s+<none>\s+<none>\s+-\s+Pending\s+1\s+\d+s\s+[0-9a-f-]{36}\s+Ready=False\(AdaptersMissing\),Available=False\(AdaptersMissing\),ApplierAvailable=Unknown\(NotReported\)$`, out)
 	})
 
 	t.Run("json", func(t *testing.T) {

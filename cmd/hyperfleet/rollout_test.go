@@ -232,7 +232,7 @@ func TestClustersVersionAndHeld(t *testing.T) {
 	require.Regexp(t, `(?m)^early-1\s+stable-4-16\s+4\.16\.3\s+stage\s+`, out)
 	require.Regexp(t, `(?m)^held-1\s+stable-4-16\s+4\.16\.3\s+paused\s+`, out, "the cluster's own pause comes first")
 	require.Regexp(t, `(?m)^new-1\s+stable-4-16\s+<none>\s+-\s+`, out, "no report yet")
-	require.Regexp(t, `(?m)^early-1\s+stable-4-16\s+<none>\s+<none>\s+<none>\s+4\.16\.3\s+4\.16\.3\s+stage\s+`, c.ok(t, "get", "clusters", "-o", "wide"))
+	require.Regexp(t, `(?m)^early-1\s+stable-4-16\s+<none>\s+<none>\s+<none>\s+default\s+4\.16\.3\s+4\.16\.3\s+stage\s+`, c.ok(t, "get", "clusters", "-o", "wide"))
 	require.NotContains(t, c.ok(t, "get", "clusters", "-o", "json"), "adapter_statuses", "other formats print the resources as they are")
 
 	t.Run("watch", func(t *testing.T) {

@@ -117,12 +117,12 @@ func newRootCommand(a *app) *cobra.Command {
 		&cobra.Group{ID: "setup", Title: "Setup:"})
 	for _, c := range []*cobra.Command{
 		newGetCommand(a, "get"), newGetCommand(a, "list"), newCreateCommand(a), newApplyCommand(a),
-		newPatchCommand(a), newDeleteCommand(a),
+		newPatchCommand(a), newDeleteCommand(a), newTenantCommand(a),
 	} {
 		c.GroupID = "resources"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newStatusesCommand(a), newWaitCommand(a), newRolloutCommand(a), newAPICommand(a)} {
+	for _, c := range []*cobra.Command{newStatusesCommand(a), newHistoryCommand(a), newWaitCommand(a), newRolloutCommand(a), newAPICommand(a)} {
 		c.GroupID = "progress"
 		root.AddCommand(c)
 	}

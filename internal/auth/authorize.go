@@ -29,6 +29,8 @@ const (
 	// ActionForceTransition is applying a change the kind's transition rules refuse (a VersionStream's minor going
 	// backwards or skipping minors), on top of the write itself.
 	ActionForceTransition
+	// ActionAdminTenants is listing tenants and setting their quotas (reading one's own tenant is ActionRead).
+	ActionAdminTenants
 )
 
 // String returns the action as it reads in messages and logs.
@@ -48,6 +50,8 @@ func (a Action) String() string {
 		return "write platform objects"
 	case ActionForceTransition:
 		return "force a transition"
+	case ActionAdminTenants:
+		return "administer tenants"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -64,7 +68,7 @@ const AnyAdapter = "*"
 // An action that is not one of the constants is a programming error and gets a plain (internal) error, not a 403.
 func Authorize(id Identity, action Action, adapter string) error {
 	if id.HasRole(RoleAdmin) {
-		if action < ActionRead || action > ActionForceTransition {
+		if action < ActionRead || action > ActionAdminTenants {
 			return fmt.Errorf("auth: unknown action %d", int(action))
 		}
 		return nil
@@ -103,6 +107,8 @@ func Authorize(id Identity, action Action, adapter string) error {
 		return forbidden("creating, changing or deleting platform objects (version streams, upgrade schedules) requires role platform or admin")
 	case ActionForceTransition:
 		return forbidden("force=true (a change the kind's rules refuse) requires role admin")
+	case ActionAdminTenants:
+		return forbidden("listing tenants and setting their quotas requires role admin")
 	}
 	return fmt.Errorf("auth: unknown action %d", int(action))
 }

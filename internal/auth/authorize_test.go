@@ -81,6 +81,9 @@ func TestAuthorize(t *testing.T) {
 		{caller: "platform", action: ActionForceTransition, ok: "requires role admin"},
 		{caller: "user", action: ActionForceTransition, ok: "requires role admin"},
 		{caller: "admin", action: ActionForceTransition},
+		{caller: "user", action: ActionAdminTenants, ok: "quotas requires role admin"},
+		{caller: "adapter", action: ActionAdminTenants, ok: "requires role admin"},
+		{caller: "admin", action: ActionAdminTenants},
 
 		{caller: "viewer+user", action: ActionWriteResource},
 		{caller: "viewer+user", action: ActionWriteStatus, adapter: own, ok: "requires role adapter"},

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -75,9 +74,9 @@ func LoadOrCreateDevIssuer(dir string) (*DevIssuer, error) {
 func (d *DevIssuer) JWKSPath() string { return d.jwks }
 
 // Mint returns a signed ES256 token with header kid and claims iss, aud, sub (= subject), iat and nbf (now), exp
-// (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default. Claims in
-// extra are added as given (e.g. a tenant claim such as org_id); they cannot replace those above. It returns an
-// error if subject, issuer or audience is empty, ttl is not positive or a role is unknown.
+// (now + ttl), roles (when any) and adapter (when not empty): the claim names a Verifier uses by default; and the
+// claims of extra, if given (a tenant claim such as org_id, say). It returns an error if subject, issuer or audience
+// is empty, ttl is not positive, a role is unknown, or extra names a claim Mint sets itself.
 func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, extra ...map[string]any) (string, error) {
 	switch {
 	case subject == "" || issuer == "" || audience == "":
@@ -86,18 +85,14 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 		return "", fmt.Errorf("dev issuer: ttl must be positive, not %s", ttl)
 	}
 	now := time.Now()
-	claims := jwt.MapClaims{}
-	for _, m := range extra {
-		maps.Copy(claims, m)
-	}
-	maps.Copy(claims, jwt.MapClaims{
+	claims := jwt.MapClaims{
 		"iss": issuer,
 		"aud": audience,
 		"sub": subject,
 		"iat": now.Unix(),
 		"nbf": now.Unix(),
 		"exp": now.Add(ttl).Unix(),
-	})
+	}
 	if len(roles) > 0 {
 		names := make([]string, len(roles))
 		for i, r := range roles {
@@ -110,6 +105,14 @@ func (d *DevIssuer) Mint(subject string, roles []Role, adapter string, ttl time.
 	}
 	if adapter != "" {
 		claims[DefaultAdapterClaim] = adapter
+	}
+	for _, more := range extra {
+		for name, v := range more {
+			if _, ok := claims[name]; ok {
+				return "", fmt.Errorf("dev issuer: extra claim %q is one Mint sets", name)
+			}
+			claims[name] = v
+		}
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
 	tok.Header["kid"] = d.kid
@@ -195,4 +198,9 @@ func devJWKS(pub *ecdsa.PublicKey) (kid string, jwks []byte, err error) {
 		return "", nil, fmt.Errorf("encode JWK Set: %w", err)
 	}
 	return kid, append(jwks, '\n'), nil
+}
+
+// MintWithClaims is Mint with extra claims given as one map (nil for none).
+func (d *DevIssuer) MintWithClaims(subject string, roles []Role, adapter string, ttl time.Duration, issuer, audience string, extra map[string]any) (string, error) {
+	return d.Mint(subject, roles, adapter, ttl, issuer, audience, extra)
 }

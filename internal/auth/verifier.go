@@ -198,8 +198,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	return id, nil
 }
 
-// MaxTenantLength bounds a tenant's name as a token's tenant claim gives it.
-const MaxTenantLength = 128
+// MaxTenantLength bounds a tenant's name as a token's tenant claim gives it: the domain's bound on a tenant id.
+const MaxTenantLength = resource.MaxTenantLength
 
 // tenantOf reads a tenant claim's value: a string, or a number (some issuers number organisations), printable and
 // at most MaxTenantLength long; absent is no tenant ("").

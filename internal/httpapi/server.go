@@ -37,6 +37,7 @@ type Service interface {
 	ForceDelete(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error)
 	PutStatus(ctx context.Context, d *resource.Descriptor, parentID, id string, rep conditions.Report) (*resource.AdapterStatus, bool, error)
 	ListStatuses(ctx context.Context, d *resource.Descriptor, parentID, id string) ([]resource.AdapterStatus, error)
+	History(ctx context.Context, d *resource.Descriptor, parentID, id string, after int64, limit int) ([]resource.HistoryEntry, error)
 }
 
 // Config tunes the HTTP edge.
@@ -59,6 +60,10 @@ type Config struct {
 	// (api.ShardHeader), in place of RateLimit: an adapter's replicas reconcile a fleet (0: unlimited).
 	AdapterRateLimit float64
 	AdapterRateBurst int
+	// TenantRateLimits returns the tenants' budgets per route class as configured now (it is called per request
+	// of a caller confined to a tenant, so that a reloaded file applies at once); each request must pass its
+	// tenant's bucket as well as its identity's. nil, or nil from it: tenants are not limited as such.
+	TenantRateLimits func() *TenantRateLimits
 	// Feed is the change feed that watches follow and lists report their position in; nil serves neither
 	// (lists then report an empty position).
 	Feed ChangeFeed
@@ -78,6 +83,8 @@ type Config struct {
 	// Tenancy confines every caller but admins and adapters to the tenant its token names (auth.Identity.Tenant);
 	// off, every resource is in resource.DefaultTenant and every caller sees it.
 	Tenancy bool
+	// Tenants serves /tenants and /tenant (resource.Tenants); nil answers them 404.
+	Tenants TenantService
 }
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
@@ -93,10 +100,9 @@ type Handler struct {
 	svc     Service
 	log     *slog.Logger
 	metrics *httpMetrics
-	limiter *identityLimiter
-	// adapterLimiter is the adapters' budget, by identity and shard; nil: unlimited.
-	adapterLimiter *identityLimiter
-	router         *mux.Router
+	// rates are the request budgets; nil: unlimited.
+	rates  *rateLimiter
+	router *mux.Router
 	// watches and lists count the open watch streams and running lists.
 	watches, lists *concurrency
 	// stopping is closed by StopStreams: every watch stream ends.
@@ -121,12 +127,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		return nil, err
 	}
 	s.metrics = m
-	if cfg.RateLimit > 0 {
-		s.limiter = newIdentityLimiter(cfg.RateLimit, cfg.RateBurst)
-	}
-	if cfg.AdapterRateLimit > 0 {
-		s.adapterLimiter = newIdentityLimiter(cfg.AdapterRateLimit, cfg.AdapterRateBurst)
-	}
+	s.rates = newRateLimiter(cfg)
 	r := mux.NewRouter()
 	// mux runs middleware for matched routes only; the fallbacks get the same request ids, logs and metrics.
 	r.NotFoundHandler = s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +173,9 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		// putStatus checks the adapter name once it has read it.
 		resources.Handle(item+"/statuses", k.route(auth.ActionWriteStatus, k.putStatus)).Methods(http.MethodPost, http.MethodPut)
 		resources.Handle(item+"/force-delete", k.route(auth.ActionForceDelete, k.forceDelete)).Methods(http.MethodPost)
+		resources.Handle(item+"/history", k.route(auth.ActionRead, k.history)).Methods(http.MethodGet)
 	}
+	s.routeTenants(resources)
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
 	// so the version, the OpenAPI document and the UI stay public.
 	r.Use(s.observe)

@@ -214,17 +214,7 @@ func (q *Sequencer) Poke() {
 
 // Run works while it holds the lease and tries to take it otherwise, until ctx ends.
 func (q *Sequencer) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := q.lease.Lead(ctx, q.lead)
-		q.leader.Set(0)
-		if err != nil && ctx.Err() == nil {
-			q.cfg.Log.Warn("change feed sequencer stopped; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(q.lease.retry()):
-		}
-	}
+	q.lease.LeadUntilDone(ctx, q.lead, func() { q.leader.Set(0) }, q.cfg.Log, "change feed sequencer")
 	return nil
 }
 

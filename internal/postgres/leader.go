@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -52,6 +53,25 @@ func NewNATSRelayLeader(pool *pgxpool.Pool) *Lease { return NewLease(pool, natsR
 
 // retry is how long a process that does not lead waits before trying again.
 func (l *Lease) retry() time.Duration { return l.ttl / 5 }
+
+// LeadUntilDone runs fn whenever it holds the lease, and tries to take the lease again after a retry interval
+// otherwise, until ctx ends. stopped, when not nil, is called each time fn stops; log gets fn's failures, as
+// "<what> stopped; retrying".
+func (l *Lease) LeadUntilDone(ctx context.Context, fn func(ctx context.Context) error, stopped func(), log *slog.Logger, what string) {
+	for ctx.Err() == nil {
+		err := l.Lead(ctx, fn)
+		if stopped != nil {
+			stopped()
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn(what+" stopped; retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(l.retry()):
+		}
+	}
+}
 
 // fenceSQL is a query that locks the lease's row and returns it only while holder (a placeholder) holds it
 // unexpired: a statement that works only when it returns a row is fenced by the lease.

@@ -33,6 +33,15 @@ func (s *Store) scopeOf(ctx context.Context) scope {
 	return scope{tenant: c.Tenant}
 }
 
+// of narrows sc to a read of d alone: a global kind's rows are everyone's, so reading them needs no confinement
+// (and no transaction to confine it in).
+func (sc scope) of(d *resource.Descriptor) scope {
+	if !d.Tenanted {
+		return scope{all: true}
+	}
+	return sc
+}
+
 // EnableTenancy confines callers to their tenant (resource.Caller.Tenant) unless they see all tenants. Call it
 // before the store serves, once CheckTenancy has passed.
 func (s *Store) EnableTenancy() { s.tenancy = true }
@@ -103,9 +112,9 @@ func andTenant(where string, args []any, d *resource.Descriptor, sc scope, alias
 // quotaColumn returns the column of tenants that holds the quota named name (resource.QuotaRule.Name).
 func quotaColumn(name string) (string, bool) {
 	switch name {
-	case "clusters":
+	case resource.QuotaClusters:
 		return "max_clusters", true
-	case "nodepool_devices":
+	case resource.QuotaNodePoolDevices:
 		return "max_nodepool_devices", true
 	}
 	return "", false
@@ -128,10 +137,7 @@ func (t *txStore) CheckQuota(d *resource.Descriptor, tenant, excludeID string, a
 	if len(limits) == 0 || limits[0].Limit == nil {
 		return nil
 	}
-	use := "count(*)"
-	if q.SpecField != "" {
-		use = "coalesce(sum(greatest((spec->>'" + q.SpecField + "')::numeric, 0)), 0)::bigint"
-	}
+	use := quotaUse(q)
 	where, args := "tenant = ? AND deleted_time IS NULL", []any{tenant}
 	if excludeID != "" {
 		where += " AND id <> ?"

@@ -30,7 +30,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
 					return err
 				}
 			}
-			return fn(&txStore{db: db, store: s, scope: sc})
+			return fn(&txStore{db: db, store: s, scope: sc, actor: resource.CallerFrom(ctx).Name})
 		})
 		if err == nil {
 			s.wrote()
@@ -53,6 +53,8 @@ type txStore struct {
 	db    *gorm.DB
 	store *Store
 	scope scope
+	// actor is the caller's name, for the history entries of removals (Remove).
+	actor string
 }
 
 var _ resource.Tx = (*txStore)(nil)
@@ -137,10 +139,10 @@ func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, e
 	return readStatuses(t.db, ids, t.scope)
 }
 
-// Remove implements resource.Tx: a removed event for each resource of the subtree, deepest first, then the
-// reports of the whole subtree (they have no foreign key, as they serve every kind), then the row, whose
-// descendants go with it by ON DELETE CASCADE.
-func (t *txStore) Remove(d *resource.Descriptor, id string) error {
+// Remove implements resource.Tx: a removed event and a history entry for each resource of the subtree, deepest
+// first, then the reports of the whole subtree (they have no foreign key, as they serve every kind), then the row,
+// whose descendants go with it by ON DELETE CASCADE.
+func (t *txStore) Remove(d *resource.Descriptor, id string, action resource.HistoryAction) error {
 	levels, err := t.subtree(d, []string{id})
 	if err != nil {
 		return err
@@ -148,9 +150,14 @@ func (t *txStore) Remove(d *resource.Descriptor, id string) error {
 	var ids []string
 	for i := len(levels) - 1; i >= 0; i-- {
 		level := levels[i]
-		err := t.db.Exec(`INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
-			SELECT 'removed', ?, id, `+parentColumn(level.d)+`, generation, version, tenant FROM `+level.d.Table+` WHERE id IN ? ORDER BY id`,
-			level.d.Kind, level.ids).Error
+		// One statement per level: the event and the history entry are read from the same rows.
+		err := t.db.Exec(`WITH gone AS (SELECT id, `+parentColumn(level.d)+` AS parent_id, generation, version, tenant, phase
+				FROM `+level.d.Table+` WHERE id IN ?),
+			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
+				SELECT 'removed', ?, id, parent_id, generation, version, tenant FROM gone ORDER BY id)
+			INSERT INTO resource_history (tenant, kind, resource_id, parent_id, time, actor, action, generation, phase_from)
+			SELECT tenant, ?, id, parent_id, now(), ?, ?, generation, phase FROM gone ORDER BY id`,
+			level.ids, level.d.Kind, level.d.Kind, t.actor, string(action)).Error
 		if err != nil {
 			return fmt.Errorf("stage removed events of %s: %w", level.d.Kind, err)
 		}

@@ -41,6 +41,10 @@ type Store interface {
 	// StaleAggregates returns up to limit ids, in id order after afterID, of resources of kind d whose aggregate
 	// was computed for another set of required adapters.
 	StaleAggregates(ctx context.Context, d *Descriptor, afterID string, limit int) ([]string, error)
+	// History returns up to limit entries of the history of the resource id of kind d (under parentID when set)
+	// with sequence numbers above after, oldest first, whether or not the resource still exists; CodeNotFound when
+	// the caller sees none (a resource of another tenant as one that never existed).
+	History(ctx context.Context, d *Descriptor, parentID, id string, after int64, limit int) ([]HistoryEntry, error)
 	// InTx runs fn in one transaction that commits before InTx returns; it retries fn on deadlock or
 	// serialization failure, so fn must not have effects outside tx.
 	InTx(ctx context.Context, fn func(tx Tx) error) error
@@ -76,8 +80,11 @@ type Tx interface {
 	// and nothing is written), and with save also saves r as Save does with event: one round trip for a status
 	// write's writes.
 	WriteReport(d *Descriptor, r *Resource, st *AdapterStatus, save bool, event EventType) error
-	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each.
-	Remove(d *Descriptor, id string) error
+	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each and
+	// a history entry of action (HistoryRemoved or HistoryForceDeleted) by the transaction's caller.
+	Remove(d *Descriptor, id string, action HistoryAction) error
+	// RecordHistory appends e (its Seq is assigned) to the history of r, in r's tenant.
+	RecordHistory(d *Descriptor, r *Resource, e HistoryEntry) error
 	// Create is Store.Create inside the transaction.
 	Create(d *Descriptor, r *Resource, refs []NamedRef) (*Resource, error)
 	// CheckQuota locks tenant's quotas until the transaction ends and returns a CodeQuotaExceeded error when amount
@@ -206,6 +213,8 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 		return nil, notFound(d.Parent, parentID)
 	}
 	caller := CallerFrom(ctx)
+	// A global kind's rows belong to no tenant: a confined caller (a platform operator) writes them as they are.
+	ctx = unconfined(ctx, d)
 	var problems []FieldError
 	problems = append(problems, checkName(d, in.Name)...)
 	problems = append(problems, checkLabels(in.Labels)...)
@@ -370,6 +379,7 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		if r.Deleting() {
 			return Errorf(CodeDeleting, "the %s is being deleted and can no longer change", d.Kind)
 		}
+		before, phase := historyDocOf(r), r.Status.Phase
 		changed := false
 		if p.DeletionProtection != nil && *p.DeletionProtection != r.DeletionProtection {
 			r.DeletionProtection, changed = *p.DeletionProtection, true
@@ -430,7 +440,16 @@ func (s *Service) Update(ctx context.Context, d *Descriptor, parentID, id string
 		if _, err := s.reaggregateOne(tx, d, r); err != nil {
 			return err
 		}
-		return tx.Save(d, r, EventUpdated)
+		if err := tx.Save(d, r, EventUpdated); err != nil {
+			return err
+		}
+		changes, err := changesBetween(before, r)
+		if err != nil {
+			return err
+		}
+		from, to := phaseMove(phase, r.Status.Phase)
+		return tx.RecordHistory(d, r, HistoryEntry{Time: r.UpdatedTime, Actor: caller.Name, Action: HistoryUpdated,
+			Generation: r.Generation, Changes: changes, PhaseFrom: from, PhaseTo: to})
 	})
 }
 
@@ -458,6 +477,7 @@ func (s *Service) Delete(ctx context.Context, d *Descriptor, parentID, id string
 // markDeleted marks r and its live descendants, re-aggregates them, and removes those that are already
 // finalized and childless, deepest first. It reports whether r itself was removed.
 func (s *Service) markDeleted(tx Tx, d *Descriptor, r *Resource, by string, now time.Time) (bool, error) {
+	phase := r.Status.Phase
 	r.DeletedTime, r.DeletedBy, r.Generation = &now, by, r.Generation+1
 	r.UpdatedTime, r.UpdatedBy = now, by
 	for _, child := range s.children[d] {
@@ -478,6 +498,11 @@ func (s *Service) markDeleted(tx Tx, d *Descriptor, r *Resource, by string, now 
 	if err := tx.Save(d, r, EventDeleting); err != nil {
 		return false, err
 	}
+	from, to := phaseMove(phase, r.Status.Phase)
+	if err := tx.RecordHistory(d, r, HistoryEntry{Time: now, Actor: by, Action: HistoryDeleting, Generation: r.Generation,
+		PhaseFrom: from, PhaseTo: to}); err != nil {
+		return false, err
+	}
 	return s.removeIfDone(tx, d, r, finalized, nil)
 }
 
@@ -492,7 +517,7 @@ func (s *Service) removeIfDone(tx Tx, d *Descriptor, r *Resource, finalized bool
 	if has, err := tx.HasChildren(d, r.ID); err != nil || has {
 		return false, err
 	}
-	if err := tx.Remove(d, r.ID); err != nil {
+	if err := tx.Remove(d, r.ID, HistoryRemoved); err != nil {
 		return false, err
 	}
 	if removed != nil {

@@ -121,6 +121,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 			reports = append(reports, *st)
 		}
 		status, finalized := Aggregate(d, r, reports, now)
+		phase := r.Status.Phase
 		changed := !sameStatus(status, r.Status)
 		s.observer.Aggregated(d.Kind, status.Phase, changed)
 		// Most reports are heartbeats that change nothing; rewriting the resource row for them would only churn.
@@ -129,6 +130,12 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		}
 		if err := tx.WriteReport(d, r, st, changed, EventStatus); err != nil {
 			return err
+		}
+		// Only a move of the phase is history: a settled fleet's reports add nothing to it.
+		if phase != r.Status.Phase {
+			if err := tx.RecordHistory(d, r, statusEntry(r, phase, CallerFrom(ctx).Name, st)); err != nil {
+				return err
+			}
 		}
 		_, err = s.removeIfDone(tx, d, r, finalized, nil)
 		return err
@@ -193,7 +200,7 @@ func (s *Service) ForceDelete(ctx context.Context, d *Descriptor, parentID, id s
 		if err := s.checkUnprotected(tx, d, r); err != nil {
 			return err
 		}
-		if err := tx.Remove(d, r.ID); err != nil {
+		if err := tx.Remove(d, r.ID, HistoryForceDeleted); err != nil {
 			return err
 		}
 		if d.Parent == nil {

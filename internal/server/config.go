@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,6 +17,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/pkg/natsauth"
 )
+
+// DefaultEventsRetention is the change feed's retention when Config.EventsRetention is 0.
+const DefaultEventsRetention = 24 * time.Hour
 
 // Environments pick defaults (HYPERFLEET_ENV).
 const (
@@ -96,6 +100,9 @@ type Config struct {
 	// AdapterRateLimit and AdapterRateBurst replace them for callers with role adapter, per identity and shard.
 	AdapterRateLimit float64
 	AdapterRateBurst int
+	// RateLimitsFile holds the tenants' budgets per route class (httpapi.LoadTenantRateLimits), on top of the
+	// per-identity ones; it is reloaded when it changes. Empty: tenants are not limited as such.
+	RateLimitsFile string
 
 	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
 	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
@@ -112,6 +119,11 @@ type Config struct {
 	// postgres.DefaultLeaseTTL). Tests shorten them.
 	EventsGrace    time.Duration
 	EventsLeaseTTL time.Duration
+	// HistoryRetention is how long the history of every resource (GET …/history) is kept; 0 keeps it forever. It
+	// must be 0 or at least the change feed's retention: the history is the longer record. HistoryPruneEvery is
+	// how often one replica prunes it (default 1 h).
+	HistoryRetention  time.Duration
+	HistoryPruneEvery time.Duration
 	// RenewFeedEpoch (migrate only) gives the change feed a new epoch, after a restore or a failover to a replica
 	// that may lack commits: every position handed out before is then answered 410, so clients list again.
 	RenewFeedEpoch bool
@@ -266,6 +278,9 @@ func (c Config) Validate() error {
 	}
 	if c.DB.StatementTimeout < 0 || c.DB.LockTimeout < 0 {
 		return fmt.Errorf("--db-statement-timeout and --db-lock-timeout must not be negative (0 turns one off)")
+	}
+	if events := cmp.Or(c.EventsRetention, DefaultEventsRetention); c.HistoryRetention < 0 || (c.HistoryRetention > 0 && c.HistoryRetention < events) {
+		return fmt.Errorf("--history-retention %s must be 0 (keep forever) or at least --events-retention %s: the history is the longer record", c.HistoryRetention, events)
 	}
 	if c.Env == EnvProduction && c.DB.SSLMode == "disable" {
 		return fmt.Errorf("--db-sslmode=disable is refused in production")

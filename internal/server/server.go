@@ -62,6 +62,8 @@ type Server struct {
 	notifier  *postgres.Notifier
 	feed      *feed.Feed
 	relay     *eventrelay.Relay // nil without --events-nats-url
+	// historyPruner is nil when the history is kept forever.
+	historyPruner *postgres.HistoryPruner
 }
 
 // New opens the database (starting and migrating the embedded one if configured), checks that its schema is
@@ -146,10 +148,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, err
 	}
-	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{Pool: s.feedPool, Retention: cmp.Or(cfg.EventsRetention, 24*time.Hour),
+	s.sequencer, err = postgres.NewSequencer(postgres.SequencerConfig{Pool: s.feedPool, Retention: cmp.Or(cfg.EventsRetention, DefaultEventsRetention),
 		MaxEvents: cmp.Or(cfg.EventsMax, 1_000_000), CompactEvery: cfg.EventsCompactEvery, LeaseTTL: cfg.EventsLeaseTTL,
 		Log: log, Registerer: reg})
 	if err != nil {
+		return nil, err
+	}
+	if s.historyPruner, err = newHistoryPruner(cfg, s.feedPool, log, reg); err != nil {
 		return nil, err
 	}
 	// This process's writes wake its sequencer at once; other processes' wait for its poll.
@@ -170,8 +175,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 		WatchesPerIdentity: cfg.WatchesPerIdentity, WatchesTotal: cfg.WatchesTotal, WatchMaxLifetime: cfg.WatchMaxLifetime,
 		ListsPerIdentity: cfg.ListsPerIdentity, Tenancy: cfg.JWT.TenantClaim != "",
+		Tenants: resource.NewTenants(store, set.All),
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	if httpCfg.TenantRateLimits, err = tenantRateLimits(cfg, log); err != nil {
 		return nil, err
 	}
 	edge, err := httpapi.NewHandler(httpCfg, svc, set.All, log, reg)
@@ -303,6 +312,29 @@ func authenticator(ctx context.Context, cfg Config, log *slog.Logger) (func(*htt
 	}, nil
 }
 
+// tenantRateLimits returns the getter of the rate-limits file's budgets, reloaded when the file changes; nil
+// without a file.
+func tenantRateLimits(cfg Config, log *slog.Logger) (func() *httpapi.TenantRateLimits, error) {
+	if cfg.RateLimitsFile == "" {
+		return nil, nil
+	}
+	if cfg.JWT.TenantClaim == "" {
+		log.Warn("--rate-limits-file limits tenants, and tenancy is off (no --tenant-claim): only the per-identity limits apply")
+	}
+	load := func() (*httpapi.TenantRateLimits, error) {
+		l, err := httpapi.LoadTenantRateLimits(cfg.RateLimitsFile)
+		if err != nil {
+			return nil, fmt.Errorf("--rate-limits-file: %w", err)
+		}
+		return l, nil
+	}
+	file, err := newReloading("--rate-limits-file", load, log, cfg.RateLimitsFile)
+	if err != nil {
+		return nil, err
+	}
+	return file.get, nil
+}
+
 // APIAddr is the API listener's bound address (useful with port 0).
 func (s *Server) APIAddr() string { return s.lns[0].Addr().String() }
 
@@ -333,6 +365,9 @@ func (s *Server) Run(ctx context.Context) error {
 	g.Go(func() error { return s.feed.Run(gctx) })
 	if s.relay != nil {
 		g.Go(func() error { return s.relay.Run(gctx) })
+	}
+	if s.historyPruner != nil {
+		g.Go(func() error { return s.historyPruner.Run(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()

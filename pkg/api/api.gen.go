@@ -219,6 +219,90 @@ func (e ConditionStatus) Valid() bool {
 	}
 }
 
+// Defines values for HistoryEntryAction.
+const (
+	HistoryEntryActionCreated      HistoryEntryAction = "created"
+	HistoryEntryActionDeleting     HistoryEntryAction = "deleting"
+	HistoryEntryActionForceDeleted HistoryEntryAction = "force_deleted"
+	HistoryEntryActionRemoved      HistoryEntryAction = "removed"
+	HistoryEntryActionStatus       HistoryEntryAction = "status"
+	HistoryEntryActionUpdated      HistoryEntryAction = "updated"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryAction enum.
+func (e HistoryEntryAction) Valid() bool {
+	switch e {
+	case HistoryEntryActionCreated:
+		return true
+	case HistoryEntryActionDeleting:
+		return true
+	case HistoryEntryActionForceDeleted:
+		return true
+	case HistoryEntryActionRemoved:
+		return true
+	case HistoryEntryActionStatus:
+		return true
+	case HistoryEntryActionUpdated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HistoryEntryPhaseFrom.
+const (
+	HistoryEntryPhaseFromDegraded    HistoryEntryPhaseFrom = "Degraded"
+	HistoryEntryPhaseFromDeleting    HistoryEntryPhaseFrom = "Deleting"
+	HistoryEntryPhaseFromPending     HistoryEntryPhaseFrom = "Pending"
+	HistoryEntryPhaseFromProgressing HistoryEntryPhaseFrom = "Progressing"
+	HistoryEntryPhaseFromReady       HistoryEntryPhaseFrom = "Ready"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryPhaseFrom enum.
+func (e HistoryEntryPhaseFrom) Valid() bool {
+	switch e {
+	case HistoryEntryPhaseFromDegraded:
+		return true
+	case HistoryEntryPhaseFromDeleting:
+		return true
+	case HistoryEntryPhaseFromPending:
+		return true
+	case HistoryEntryPhaseFromProgressing:
+		return true
+	case HistoryEntryPhaseFromReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for HistoryEntryPhaseTo.
+const (
+	HistoryEntryPhaseToDegraded    HistoryEntryPhaseTo = "Degraded"
+	HistoryEntryPhaseToDeleting    HistoryEntryPhaseTo = "Deleting"
+	HistoryEntryPhaseToPending     HistoryEntryPhaseTo = "Pending"
+	HistoryEntryPhaseToProgressing HistoryEntryPhaseTo = "Progressing"
+	HistoryEntryPhaseToReady       HistoryEntryPhaseTo = "Ready"
+)
+
+// Valid indicates whether the value is a known member of the HistoryEntryPhaseTo enum.
+func (e HistoryEntryPhaseTo) Valid() bool {
+	switch e {
+	case HistoryEntryPhaseToDegraded:
+		return true
+	case HistoryEntryPhaseToDeleting:
+		return true
+	case HistoryEntryPhaseToPending:
+		return true
+	case HistoryEntryPhaseToProgressing:
+		return true
+	case HistoryEntryPhaseToReady:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReportedConditionStatus.
 const (
 	ReportedConditionStatusFalse   ReportedConditionStatus = "False"
@@ -730,6 +814,67 @@ type ConditionStatus string
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// HistoryEntry defines model for HistoryEntry.
+type HistoryEntry struct {
+	// Action `created`; `updated` (spec, labels or deletion_protection); `deleting` (marked for deletion, itself or
+	// with its parent); `status` (the aggregate's phase moved); `removed` (finalized and gone);
+	// `force_deleted` (removed by a force-delete of it or its parent).
+	Action HistoryEntryAction `json:"action"`
+
+	// Actor Who made the change (the adapter's identity for a status entry).
+	Actor string `json:"actor"`
+
+	// Changes For `created`, the resource's `labels` and `spec`; for `updated`, the RFC 7386 merge patch of
+	// `labels`, `spec` and `deletion_protection` from before the change to after it (members it did not change
+	// are absent, removed ones null). Internal spec fields are left out for callers who may not see them.
+	Changes *map[string]interface{} `json:"changes,omitempty"`
+
+	// Generation The resource's generation after the change.
+	Generation int64 `json:"generation"`
+
+	// PhaseFrom The phase before, when the change moved it (for `removed` and `force_deleted`, the last one).
+	PhaseFrom *HistoryEntryPhaseFrom `json:"phase_from,omitempty"`
+
+	// PhaseTo The phase after, when the change moved it.
+	PhaseTo *HistoryEntryPhaseTo `json:"phase_to,omitempty"`
+
+	// Reports For `status`, the adapter report that moved the phase.
+	Reports *[]HistoryReport `json:"reports,omitempty"`
+
+	// Seq Orders the entries; a page's `next` is its last.
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+}
+
+// HistoryEntryAction `created`; `updated` (spec, labels or deletion_protection); `deleting` (marked for deletion, itself or
+// with its parent); `status` (the aggregate's phase moved); `removed` (finalized and gone);
+// `force_deleted` (removed by a force-delete of it or its parent).
+type HistoryEntryAction string
+
+// HistoryEntryPhaseFrom The phase before, when the change moved it (for `removed` and `force_deleted`, the last one).
+type HistoryEntryPhaseFrom string
+
+// HistoryEntryPhaseTo The phase after, when the change moved it.
+type HistoryEntryPhaseTo string
+
+// HistoryList defines model for HistoryList.
+type HistoryList struct {
+	Items []HistoryEntry `json:"items"`
+
+	// Kind Example: HistoryList
+	Kind string `json:"kind"`
+
+	// Next The `after` of the next page; absent on the last page.
+	Next *string `json:"next,omitempty"`
+}
+
+// HistoryReport An adapter's report as a history entry keeps it (its data is not kept).
+type HistoryReport struct {
+	Adapter            string      `json:"adapter"`
+	Conditions         []Condition `json:"conditions"`
+	ObservedGeneration int64       `json:"observed_generation"`
 }
 
 // HivelocityPlatform Which Hivelocity devices the pool may use and how to provision them. An operator makes a device eligible by
@@ -1302,6 +1447,62 @@ type SparseResource struct {
 	UpdatedTime     *time.Time              `json:"updated_time,omitempty"`
 }
 
+// Tenant defines model for Tenant.
+type Tenant struct {
+	// CreatedTime When an admin first set its quotas; absent until then.
+	CreatedTime *time.Time `json:"created_time,omitempty"`
+	Href        string     `json:"href"`
+	Id          string     `json:"id"`
+
+	// Kind Example: Tenant
+	Kind string `json:"kind"`
+
+	// Quotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+	Quotas TenantQuotas `json:"quotas"`
+
+	// UpdatedBy Who last set its quotas; absent until then.
+	UpdatedBy *string `json:"updated_by,omitempty"`
+
+	// UpdatedTime When an admin last set its quotas; absent until then.
+	UpdatedTime *time.Time `json:"updated_time,omitempty"`
+
+	// Usage What the tenant's live (not deleting) resources use of each quota.
+	Usage TenantUsage `json:"usage"`
+}
+
+// TenantList defines model for TenantList.
+type TenantList struct {
+	Items []Tenant `json:"items"`
+
+	// Kind Example: TenantList
+	Kind string `json:"kind"`
+
+	// Next The id to pass as after= for the next page; absent on the last page.
+	Next *string `json:"next,omitempty"`
+	Size int     `json:"size"`
+}
+
+// TenantPut defines model for TenantPut.
+type TenantPut struct {
+	// Quotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+	Quotas TenantQuotas `json:"quotas"`
+}
+
+// TenantQuotas A tenant's limits; null (or, in a PUT, left out) is no limit.
+type TenantQuotas struct {
+	// Clusters Live clusters at most.
+	Clusters *int64 `json:"clusters,omitempty"`
+
+	// NodepoolDevices Sum of the live node pools' replicas at most.
+	NodepoolDevices *int64 `json:"nodepool_devices,omitempty"`
+}
+
+// TenantUsage What the tenant's live (not deleting) resources use of each quota.
+type TenantUsage struct {
+	Clusters        int64 `json:"clusters"`
+	NodepoolDevices int64 `json:"nodepool_devices"`
+}
+
 // UpgradeSchedule defines model for UpgradeSchedule.
 type UpgradeSchedule struct {
 	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
@@ -1812,6 +2013,12 @@ type Fields = string
 // Force defines model for force.
 type Force = bool
 
+// HistoryAfter defines model for history_after.
+type HistoryAfter = int64
+
+// HistorySize defines model for history_size.
+type HistorySize = int
+
 // IfMatch defines model for if_match.
 type IfMatch = string
 
@@ -1851,6 +2058,12 @@ type Size = int
 // Statuses Example: hostedcluster-applier,version-resolver
 type Statuses = string
 
+// TenantAfter defines model for tenant_after.
+type TenantAfter = string
+
+// TenantId defines model for tenant_id.
+type TenantId = string
+
 // UpgradescheduleId defines model for upgradeschedule_id.
 type UpgradescheduleId = openapi_types.UUID
 
@@ -1884,8 +2097,14 @@ type StoredStatus = AdapterStatus
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
 
+// TooManyRequests RFC 9457 problem details.
+type TooManyRequests = Problem
+
 // Unprocessable RFC 9457 problem details.
 type Unprocessable = Problem
+
+// UnprocessableOrQuotaExceeded RFC 9457 problem details.
+type UnprocessableOrQuotaExceeded = Problem
 
 // ListClustersParams defines parameters for ListClusters.
 type ListClustersParams struct {
@@ -1970,6 +2189,15 @@ type PatchClusterParams struct {
 	// nothing has written the resource since (else 412 `HYPERFLEET-CNF-004`). Label changes and adapters' reports
 	// move the version too; `generation` does not protect them.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListClusterHistoryParams defines parameters for ListClusterHistory.
+type ListClusterHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
 }
 
 // ListClusterNodePoolsParams defines parameters for ListClusterNodePools.
@@ -2057,6 +2285,15 @@ type PatchNodePoolParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListNodePoolHistoryParams defines parameters for ListNodePoolHistory.
+type ListNodePoolHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListManagementClustersParams defines parameters for ListManagementClusters.
 type ListManagementClustersParams struct {
 	// Page 1-based page number.
@@ -2142,6 +2379,15 @@ type PatchManagementClusterParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListManagementClusterHistoryParams defines parameters for ListManagementClusterHistory.
+type ListManagementClusterHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListNodePoolsParams defines parameters for ListNodePools.
 type ListNodePoolsParams struct {
 	// Page 1-based page number.
@@ -2206,6 +2452,15 @@ type ListNodePoolsParams struct {
 
 	// LastEventID With `watch=true`, the `id:` of the last event received; wins over `resource_version`.
 	LastEventID *LastEventId `json:"Last-Event-ID,omitempty"`
+}
+
+// ListTenantsParams defines parameters for ListTenants.
+type ListTenantsParams struct {
+	// Size Items per page.
+	Size *Size `form:"size,omitempty" json:"size,omitempty"`
+
+	// After The id of the last tenant of the previous page (its `next`); the page starts after it.
+	After *TenantAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ListUpgradeSchedulesParams defines parameters for ListUpgradeSchedules.
@@ -2293,6 +2548,15 @@ type PatchUpgradeScheduleParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListUpgradeScheduleHistoryParams defines parameters for ListUpgradeScheduleHistory.
+type ListUpgradeScheduleHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // ListVersionStreamsParams defines parameters for ListVersionStreams.
 type ListVersionStreamsParams struct {
 	// Page 1-based page number.
@@ -2378,6 +2642,15 @@ type PatchVersionStreamParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ListVersionStreamHistoryParams defines parameters for ListVersionStreamHistory.
+type ListVersionStreamHistoryParams struct {
+	// After The `next` of the history page before (a sequence number); this page starts right after it.
+	After *HistoryAfter `form:"after,omitempty" json:"after,omitempty"`
+
+	// Size Entries per history page.
+	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
+}
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreate
 
@@ -2422,6 +2695,9 @@ type PostManagementClusterStatusJSONRequestBody = AdapterStatusReport
 
 // PutManagementClusterStatusJSONRequestBody defines body for PutManagementClusterStatus for application/json ContentType.
 type PutManagementClusterStatusJSONRequestBody = AdapterStatusReport
+
+// PutTenantJSONRequestBody defines body for PutTenant for application/json ContentType.
+type PutTenantJSONRequestBody = TenantPut
 
 // CreateUpgradeScheduleJSONRequestBody defines body for CreateUpgradeSchedule for application/json ContentType.
 type CreateUpgradeScheduleJSONRequestBody = UpgradeScheduleCreate
@@ -2839,6 +3115,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
 	ForceDeleteCluster(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListClusterHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+	ListClusterHistory(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListClusterNodePools List the node pools of a cluster
 	//
 	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -2895,6 +3182,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 	ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNodePoolHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+	ListNodePoolHistory(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodePoolStatuses List the adapters' latest reports
 	//
@@ -3049,6 +3347,17 @@ type ClientInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
 	ForceDeleteManagementCluster(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListManagementClusterHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+	ListManagementClusterHistory(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListManagementClusterStatuses List the adapters' latest reports
 	//
 	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
@@ -3098,6 +3407,56 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOwnTenant Get the caller's own tenant's quotas and usage
+	//
+	// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+	// everyone while tenancy is off), for any authenticated caller.
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+	GetOwnTenant(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListTenants List tenants with their quotas and usage (admin only)
+	//
+	// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+	// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+	ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTenant Get a tenant's quotas and usage
+	//
+	// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+	// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+	GetTenant(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenantWithBody Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithBody(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutTenant Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenant(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUpgradeSchedules List upgrade schedules
 	//
@@ -3159,6 +3518,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
 	ForceDeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListUpgradeScheduleHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+	ListUpgradeScheduleHistory(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListUpgradeScheduleStatuses List the adapters' latest reports
 	//
@@ -3274,6 +3644,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 	ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListVersionStreamHistory The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+	ListVersionStreamHistory(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListVersionStreamStatuses List the adapters' latest reports
 	//
@@ -3485,6 +3866,27 @@ func (c *Client) ForceDeleteCluster(ctx context.Context, clusterId ClusterId, re
 	return c.Client.Do(req)
 }
 
+// ListClusterHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+func (c *Client) ListClusterHistory(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClusterHistoryRequest(c.Server, clusterId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListClusterNodePools List the node pools of a cluster
 //
 // Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools (the `ListClusterNodePools` operationId).
@@ -3622,6 +4024,27 @@ func (c *Client) PatchNodePoolWithApplicationMergePatchPlusJSONBody(ctx context.
 // Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 func (c *Client) ForceDeleteNodePool(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteNodePoolRequest(c.Server, clusterId, nodepoolId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNodePoolHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+func (c *Client) ListNodePoolHistory(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNodePoolHistoryRequest(c.Server, clusterId, nodepoolId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3975,6 +4398,27 @@ func (c *Client) ForceDeleteManagementCluster(ctx context.Context, managementclu
 	return c.Client.Do(req)
 }
 
+// ListManagementClusterHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+func (c *Client) ListManagementClusterHistory(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListManagementClusterHistoryRequest(c.Server, managementclusterId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListManagementClusterStatuses List the adapters' latest reports
 //
 // Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/statuses (the `ListManagementClusterStatuses` operationId).
@@ -4075,6 +4519,106 @@ func (c *Client) PutManagementClusterStatus(ctx context.Context, managementclust
 // Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 func (c *Client) ListNodePools(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListNodePoolsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOwnTenant Get the caller's own tenant's quotas and usage
+//
+// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+// everyone while tenancy is off), for any authenticated caller.
+//
+// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+func (c *Client) GetOwnTenant(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOwnTenantRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListTenants List tenants with their quotas and usage (admin only)
+//
+// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+func (c *Client) ListTenants(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListTenantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTenant Get a tenant's quotas and usage
+//
+// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+func (c *Client) GetTenant(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTenantRequest(c.Server, tenant)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenantWithBody Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *Client) PutTenantWithBody(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantRequestWithBody(c.Server, tenant, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutTenant Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *Client) PutTenant(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutTenantRequest(c.Server, tenant, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4226,6 +4770,27 @@ func (c *Client) PatchUpgradeScheduleWithApplicationMergePatchPlusJSONBody(ctx c
 // Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
 func (c *Client) ForceDeleteUpgradeSchedule(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteUpgradeScheduleRequest(c.Server, upgradescheduleId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUpgradeScheduleHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+func (c *Client) ListUpgradeScheduleHistory(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUpgradeScheduleHistoryRequest(c.Server, upgradescheduleId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4481,6 +5046,27 @@ func (c *Client) PatchVersionStreamWithApplicationMergePatchPlusJSONBody(ctx con
 // Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 func (c *Client) ForceDeleteVersionStream(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewForceDeleteVersionStreamRequest(c.Server, versionstreamId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListVersionStreamHistory The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+func (c *Client) ListVersionStreamHistory(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListVersionStreamHistoryRequest(c.Server, versionstreamId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5095,6 +5681,79 @@ func NewForceDeleteClusterRequest(server string, clusterId ClusterId) (*http.Req
 	return req, nil
 }
 
+// NewListClusterHistoryRequest constructs an http.Request for the ListClusterHistory method
+func NewListClusterHistoryRequest(server string, clusterId ClusterId, params *ListClusterHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListClusterNodePoolsRequest constructs an http.Request for the ListClusterNodePools method
 func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *ListClusterNodePoolsParams) (*http.Request, error) {
 	var err error
@@ -5612,6 +6271,86 @@ func NewForceDeleteNodePoolRequest(server string, clusterId ClusterId, nodepoolI
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListNodePoolHistoryRequest constructs an http.Request for the ListNodePoolHistory method
+func NewListNodePoolHistoryRequest(server string, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "cluster_id", clusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "nodepool_id", nodepoolId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/clusters/%s/nodepools/%s/history", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6378,6 +7117,79 @@ func NewForceDeleteManagementClusterRequest(server string, managementclusterId M
 	return req, nil
 }
 
+// NewListManagementClusterHistoryRequest constructs an http.Request for the ListManagementClusterHistory method
+func NewListManagementClusterHistoryRequest(server string, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "managementcluster_id", managementclusterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/managementclusters/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListManagementClusterStatusesRequest constructs an http.Request for the ListManagementClusterStatuses method
 func NewListManagementClusterStatusesRequest(server string, managementclusterId ManagementclusterId) (*http.Request, error) {
 	var err error
@@ -6715,6 +7527,180 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewGetOwnTenantRequest constructs an http.Request for the GetOwnTenant method
+func NewGetOwnTenantRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenant")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListTenantsRequest constructs an http.Request for the ListTenants method
+func NewListTenantsRequest(server string, params *ListTenantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTenantRequest constructs an http.Request for the GetTenant method
+func NewGetTenantRequest(server string, tenant TenantId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutTenantRequest calls the generic PutTenant builder with application/json body
+func NewPutTenantRequest(server string, tenant TenantId, body PutTenantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutTenantRequestWithBody(server, tenant, "application/json", bodyReader)
+}
+
+// NewPutTenantRequestWithBody constructs an http.Request for the PutTenant method, with any body, and a specified content type
+func NewPutTenantRequestWithBody(server string, tenant TenantId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "tenant", tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/tenants/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7194,6 +8180,79 @@ func NewForceDeleteUpgradeScheduleRequest(server string, upgradescheduleId Upgra
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListUpgradeScheduleHistoryRequest constructs an http.Request for the ListUpgradeScheduleHistory method
+func NewListUpgradeScheduleHistoryRequest(server string, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "upgradeschedule_id", upgradescheduleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/upgradeschedules/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7811,6 +8870,79 @@ func NewForceDeleteVersionStreamRequest(server string, versionstreamId Versionst
 	return req, nil
 }
 
+// NewListVersionStreamHistoryRequest constructs an http.Request for the ListVersionStreamHistory method
+func NewListVersionStreamHistoryRequest(server string, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "versionstream_id", versionstreamId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/versionstreams/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Size != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "size", *params.Size, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListVersionStreamStatusesRequest constructs an http.Request for the ListVersionStreamStatuses method
 func NewListVersionStreamStatusesRequest(server string, versionstreamId VersionstreamId) (*http.Request, error) {
 	var err error
@@ -8057,6 +9189,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/force-delete (the `ForceDeleteCluster` operationId).
 	ForceDeleteClusterWithResponse(ctx context.Context, clusterId ClusterId, reqEditors ...RequestEditorFn) (*ForceDeleteClusterResponse, error)
 
+	// ListClusterHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+	ListClusterHistoryWithResponse(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListClusterHistoryResponse, error)
+
 	// ListClusterNodePoolsWithResponse List the node pools of a cluster
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8121,6 +9266,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/force-delete (the `ForceDeleteNodePool` operationId).
 	ForceDeleteNodePoolWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, reqEditors ...RequestEditorFn) (*ForceDeleteNodePoolResponse, error)
+
+	// ListNodePoolHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+	ListNodePoolHistoryWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*ListNodePoolHistoryResponse, error)
 
 	// ListNodePoolStatusesWithResponse List the adapters' latest reports
 	//
@@ -8287,6 +9445,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/hyperfleet/v1/managementclusters/{managementcluster_id}/force-delete (the `ForceDeleteManagementCluster` operationId).
 	ForceDeleteManagementClusterWithResponse(ctx context.Context, managementclusterId ManagementclusterId, reqEditors ...RequestEditorFn) (*ForceDeleteManagementClusterResponse, error)
 
+	// ListManagementClusterHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+	ListManagementClusterHistoryWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListManagementClusterHistoryResponse, error)
+
 	// ListManagementClusterStatusesWithResponse List the adapters' latest reports
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -8340,6 +9511,62 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1/nodepools (the `ListNodePools` operationId).
 	ListNodePoolsWithResponse(ctx context.Context, params *ListNodePoolsParams, reqEditors ...RequestEditorFn) (*ListNodePoolsResponse, error)
+
+	// GetOwnTenantWithResponse Get the caller's own tenant's quotas and usage
+	//
+	// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+	// everyone while tenancy is off), for any authenticated caller.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+	GetOwnTenantWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOwnTenantResponse, error)
+
+	// ListTenantsWithResponse List tenants with their quotas and usage (admin only)
+	//
+	// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+	// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+	ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error)
+
+	// GetTenantWithResponse Get a tenant's quotas and usage
+	//
+	// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+	// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+	GetTenantWithResponse(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*GetTenantResponse, error)
+
+	// PutTenantWithBodyWithResponse Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithBodyWithResponse(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantResponse, error)
+
+	// PutTenantWithResponse Set a tenant's quotas (admin only)
+	//
+	// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+	// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+	// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+	// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+	// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+	PutTenantWithResponse(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantResponse, error)
 
 	// ListUpgradeSchedulesWithResponse List upgrade schedules
 	//
@@ -8409,6 +9636,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/force-delete (the `ForceDeleteUpgradeSchedule` operationId).
 	ForceDeleteUpgradeScheduleWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, reqEditors ...RequestEditorFn) (*ForceDeleteUpgradeScheduleResponse, error)
+
+	// ListUpgradeScheduleHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+	ListUpgradeScheduleHistoryWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleHistoryResponse, error)
 
 	// ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
 	//
@@ -8534,6 +9774,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/hyperfleet/v1/versionstreams/{versionstream_id}/force-delete (the `ForceDeleteVersionStream` operationId).
 	ForceDeleteVersionStreamWithResponse(ctx context.Context, versionstreamId VersionstreamId, reqEditors ...RequestEditorFn) (*ForceDeleteVersionStreamResponse, error)
+
+	// ListVersionStreamHistoryWithResponse The resource's history, oldest first
+	//
+	// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+	// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+	// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+	// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+	// history of the id (another tenant's resource answers as one that never existed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+	ListVersionStreamHistoryWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*ListVersionStreamHistoryResponse, error)
 
 	// ListVersionStreamStatusesWithResponse List the adapters' latest reports
 	//
@@ -8713,7 +9966,7 @@ type CreateClusterResponse struct {
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
@@ -8746,7 +9999,7 @@ func (r CreateClusterResponse) GetApplicationproblemJSON413() *TooLarge {
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateClusterResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r CreateClusterResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -9039,6 +10292,68 @@ func (r ForceDeleteClusterResponse) ContentType() string {
 	return ""
 }
 
+type ListClusterHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListClusterHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListClusterHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListClusterHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListClusterHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListClusterHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListClusterHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListClusterNodePoolsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9137,7 +10452,7 @@ type CreateNodePoolResponse struct {
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers201 the parsed response headers for an HTTP 201 response
@@ -9175,7 +10490,7 @@ func (r CreateNodePoolResponse) GetApplicationproblemJSON413() *TooLarge {
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r CreateNodePoolResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r CreateNodePoolResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -9349,7 +10664,7 @@ type PatchNodePoolResponse struct {
 	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
 	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *Unprocessable
+	ApplicationproblemJSON422 *UnprocessableOrQuotaExceeded
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -9382,7 +10697,7 @@ func (r PatchNodePoolResponse) GetApplicationproblemJSON412() *PreconditionFaile
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r PatchNodePoolResponse) GetApplicationproblemJSON422() *Unprocessable {
+func (r PatchNodePoolResponse) GetApplicationproblemJSON422() *UnprocessableOrQuotaExceeded {
 	return r.ApplicationproblemJSON422
 }
 
@@ -9462,6 +10777,68 @@ func (r ForceDeleteNodePoolResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ForceDeleteNodePoolResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListNodePoolHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNodePoolHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNodePoolHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNodePoolHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNodePoolHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNodePoolHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNodePoolHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10325,6 +11702,68 @@ func (r ForceDeleteManagementClusterResponse) ContentType() string {
 	return ""
 }
 
+type ListManagementClusterHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListManagementClusterHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListManagementClusterHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListManagementClusterHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListManagementClusterHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListManagementClusterHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListManagementClusterHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListManagementClusterStatusesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10609,6 +12048,226 @@ func (r ListNodePoolsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListNodePoolsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetOwnTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOwnTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetOwnTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOwnTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOwnTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOwnTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOwnTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListTenantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TenantList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListTenantsResponse) GetJSON200() *TenantList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListTenantsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListTenantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListTenantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListTenantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListTenantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTenantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutTenantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Tenant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutTenantResponse) GetJSON200() *Tenant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutTenantResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutTenantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutTenantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutTenantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutTenantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11024,6 +12683,68 @@ func (r ForceDeleteUpgradeScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ForceDeleteUpgradeScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListUpgradeScheduleHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUpgradeScheduleHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListUpgradeScheduleHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUpgradeScheduleHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUpgradeScheduleHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUpgradeScheduleHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUpgradeScheduleHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11666,6 +13387,68 @@ func (r ForceDeleteVersionStreamResponse) ContentType() string {
 	return ""
 }
 
+type ListVersionStreamHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListVersionStreamHistoryResponse) GetJSON200() *HistoryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListVersionStreamHistoryResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListVersionStreamHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListVersionStreamHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListVersionStreamHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListVersionStreamHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListVersionStreamStatusesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12021,6 +13804,25 @@ func (c *ClientWithResponses) ForceDeleteClusterWithResponse(ctx context.Context
 	return ParseForceDeleteClusterResponse(rsp)
 }
 
+// ListClusterHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/history (the `ListClusterHistory` operationId).
+func (c *ClientWithResponses) ListClusterHistoryWithResponse(ctx context.Context, clusterId ClusterId, params *ListClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListClusterHistoryResponse, error) {
+	rsp, err := c.ListClusterHistory(ctx, clusterId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListClusterHistoryResponse(rsp)
+}
+
 // ListClusterNodePoolsWithResponse List the node pools of a cluster
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12138,6 +13940,25 @@ func (c *ClientWithResponses) ForceDeleteNodePoolWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseForceDeleteNodePoolResponse(rsp)
+}
+
+// ListNodePoolHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/clusters/{cluster_id}/nodepools/{nodepool_id}/history (the `ListNodePoolHistory` operationId).
+func (c *ClientWithResponses) ListNodePoolHistoryWithResponse(ctx context.Context, clusterId ClusterId, nodepoolId NodepoolId, params *ListNodePoolHistoryParams, reqEditors ...RequestEditorFn) (*ListNodePoolHistoryResponse, error) {
+	rsp, err := c.ListNodePoolHistory(ctx, clusterId, nodepoolId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNodePoolHistoryResponse(rsp)
 }
 
 // ListNodePoolStatusesWithResponse List the adapters' latest reports
@@ -12419,6 +14240,25 @@ func (c *ClientWithResponses) ForceDeleteManagementClusterWithResponse(ctx conte
 	return ParseForceDeleteManagementClusterResponse(rsp)
 }
 
+// ListManagementClusterHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/managementclusters/{managementcluster_id}/history (the `ListManagementClusterHistory` operationId).
+func (c *ClientWithResponses) ListManagementClusterHistoryWithResponse(ctx context.Context, managementclusterId ManagementclusterId, params *ListManagementClusterHistoryParams, reqEditors ...RequestEditorFn) (*ListManagementClusterHistoryResponse, error) {
+	rsp, err := c.ListManagementClusterHistory(ctx, managementclusterId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListManagementClusterHistoryResponse(rsp)
+}
+
 // ListManagementClusterStatusesWithResponse List the adapters' latest reports
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12507,6 +14347,92 @@ func (c *ClientWithResponses) ListNodePoolsWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseListNodePoolsResponse(rsp)
+}
+
+// GetOwnTenantWithResponse Get the caller's own tenant's quotas and usage
+//
+// The tenant the caller's token names (the `default` tenant for a caller whose token names none, and for
+// everyone while tenancy is off), for any authenticated caller.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenant (the `GetOwnTenant` operationId).
+func (c *ClientWithResponses) GetOwnTenantWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOwnTenantResponse, error) {
+	rsp, err := c.GetOwnTenant(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOwnTenantResponse(rsp)
+}
+
+// ListTenantsWithResponse List tenants with their quotas and usage (admin only)
+//
+// Every tenant with quotas set or with live clusters or node pools, in id order, a page at a time: `next` is
+// the id to pass as `after` for the next page, absent on the last. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants (the `ListTenants` operationId).
+func (c *ClientWithResponses) ListTenantsWithResponse(ctx context.Context, params *ListTenantsParams, reqEditors ...RequestEditorFn) (*ListTenantsResponse, error) {
+	rsp, err := c.ListTenants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListTenantsResponse(rsp)
+}
+
+// GetTenantWithResponse Get a tenant's quotas and usage
+//
+// Admins may read any tenant; others only their own (any other id is 404, as another tenant's resources are).
+// A tenant whose quotas no admin has set is answered too, with null quotas (no limit) and its usage.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/tenants/{tenant} (the `GetTenant` operationId).
+func (c *ClientWithResponses) GetTenantWithResponse(ctx context.Context, tenant TenantId, reqEditors ...RequestEditorFn) (*GetTenantResponse, error) {
+	rsp, err := c.GetTenant(ctx, tenant, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTenantResponse(rsp)
+}
+
+// PutTenantWithBodyWithResponse Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *ClientWithResponses) PutTenantWithBodyWithResponse(ctx context.Context, tenant TenantId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutTenantResponse, error) {
+	rsp, err := c.PutTenantWithBody(ctx, tenant, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantResponse(rsp)
+}
+
+// PutTenantWithResponse Set a tenant's quotas (admin only)
+//
+// Replaces the tenant's quotas: a quota that is null or left out is no limit. A quota may be set below what
+// the tenant already uses: that takes nothing away, and refuses new use (creates, node pools growing) until the
+// use is under it. Quotas are checked in the transaction of each create and node-pool change, under a lock of
+// the tenant's row, so concurrent requests cannot together go past a quota; one that would is 422
+// `HYPERFLEET-QTA-001`. Role admin only (403 `HYPERFLEET-AUZ-001`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/hyperfleet/v1/tenants/{tenant} (the `PutTenant` operationId).
+func (c *ClientWithResponses) PutTenantWithResponse(ctx context.Context, tenant TenantId, body PutTenantJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTenantResponse, error) {
+	rsp, err := c.PutTenant(ctx, tenant, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutTenantResponse(rsp)
 }
 
 // ListUpgradeSchedulesWithResponse List upgrade schedules
@@ -12630,6 +14556,25 @@ func (c *ClientWithResponses) ForceDeleteUpgradeScheduleWithResponse(ctx context
 		return nil, err
 	}
 	return ParseForceDeleteUpgradeScheduleResponse(rsp)
+}
+
+// ListUpgradeScheduleHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/upgradeschedules/{upgradeschedule_id}/history (the `ListUpgradeScheduleHistory` operationId).
+func (c *ClientWithResponses) ListUpgradeScheduleHistoryWithResponse(ctx context.Context, upgradescheduleId UpgradescheduleId, params *ListUpgradeScheduleHistoryParams, reqEditors ...RequestEditorFn) (*ListUpgradeScheduleHistoryResponse, error) {
+	rsp, err := c.ListUpgradeScheduleHistory(ctx, upgradescheduleId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUpgradeScheduleHistoryResponse(rsp)
 }
 
 // ListUpgradeScheduleStatusesWithResponse List the adapters' latest reports
@@ -12839,6 +14784,25 @@ func (c *ClientWithResponses) ForceDeleteVersionStreamWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseForceDeleteVersionStreamResponse(rsp)
+}
+
+// ListVersionStreamHistoryWithResponse The resource's history, oldest first
+//
+// Who changed what, and when: creation, each update (the RFC 7386 merge patch of labels, spec and
+// deletion_protection it made), the deletion, each move of the aggregate's phase with the adapter report that
+// caused it, and the removal. Kept longer than the change feed (the server's `--history-retention`) and after
+// the resource is gone, so a removed resource's history is read by its id. 404 when the caller sees no
+// history of the id (another tenant's resource answers as one that never existed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/versionstreams/{versionstream_id}/history (the `ListVersionStreamHistory` operationId).
+func (c *ClientWithResponses) ListVersionStreamHistoryWithResponse(ctx context.Context, versionstreamId VersionstreamId, params *ListVersionStreamHistoryParams, reqEditors ...RequestEditorFn) (*ListVersionStreamHistoryResponse, error) {
+	rsp, err := c.ListVersionStreamHistory(ctx, versionstreamId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListVersionStreamHistoryResponse(rsp)
 }
 
 // ListVersionStreamStatusesWithResponse List the adapters' latest reports
@@ -13051,7 +15015,7 @@ func ParseCreateClusterResponse(rsp *http.Response) (*CreateClusterResponse, err
 		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13299,6 +15263,53 @@ func ParseForceDeleteClusterResponse(rsp *http.Response) (*ForceDeleteClusterRes
 	return response, nil
 }
 
+// ParseListClusterHistoryResponse parses an HTTP response from a ListClusterHistoryWithResponse call
+func ParseListClusterHistoryResponse(rsp *http.Response) (*ListClusterHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListClusterHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListClusterNodePoolsResponse parses an HTTP response from a ListClusterNodePoolsWithResponse call
 func ParseListClusterNodePoolsResponse(rsp *http.Response) (*ListClusterNodePoolsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13420,7 +15431,7 @@ func ParseCreateNodePoolResponse(rsp *http.Response) (*CreateNodePoolResponse, e
 		response.ApplicationproblemJSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13601,7 +15612,7 @@ func ParsePatchNodePoolResponse(rsp *http.Response) (*PatchNodePoolResponse, err
 		response.ApplicationproblemJSON412 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest Unprocessable
+		var dest UnprocessableOrQuotaExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -13648,6 +15659,53 @@ func ParseForceDeleteNodePoolResponse(rsp *http.Response) (*ForceDeleteNodePoolR
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListNodePoolHistoryResponse parses an HTTP response from a ListNodePoolHistoryWithResponse call
+func ParseListNodePoolHistoryResponse(rsp *http.Response) (*ListNodePoolHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNodePoolHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -14375,6 +16433,53 @@ func ParseForceDeleteManagementClusterResponse(rsp *http.Response) (*ForceDelete
 	return response, nil
 }
 
+// ParseListManagementClusterHistoryResponse parses an HTTP response from a ListManagementClusterHistoryWithResponse call
+func ParseListManagementClusterHistoryResponse(rsp *http.Response) (*ListManagementClusterHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListManagementClusterHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListManagementClusterStatusesResponse parses an HTTP response from a ListManagementClusterStatusesWithResponse call
 func ParseListManagementClusterStatusesResponse(rsp *http.Response) (*ListManagementClusterStatusesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -14602,6 +16707,166 @@ func ParseListNodePoolsResponse(rsp *http.Response) (*ListNodePoolsResponse, err
 
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
+
+	}
+
+	return response, nil
+}
+
+// ParseGetOwnTenantResponse parses an HTTP response from a GetOwnTenantWithResponse call
+func ParseGetOwnTenantResponse(rsp *http.Response) (*GetOwnTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOwnTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListTenantsResponse parses an HTTP response from a ListTenantsWithResponse call
+func ParseListTenantsResponse(rsp *http.Response) (*ListTenantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListTenantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TenantList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTenantResponse parses an HTTP response from a GetTenantWithResponse call
+func ParseGetTenantResponse(rsp *http.Response) (*GetTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutTenantResponse parses an HTTP response from a PutTenantWithResponse call
+func ParsePutTenantResponse(rsp *http.Response) (*PutTenantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutTenantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Tenant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -14943,6 +17208,53 @@ func ParseForceDeleteUpgradeScheduleResponse(rsp *http.Response) (*ForceDeleteUp
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListUpgradeScheduleHistoryResponse parses an HTTP response from a ListUpgradeScheduleHistoryWithResponse call
+func ParseListUpgradeScheduleHistoryResponse(rsp *http.Response) (*ListUpgradeScheduleHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUpgradeScheduleHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -15474,6 +17786,53 @@ func ParseForceDeleteVersionStreamResponse(rsp *http.Response) (*ForceDeleteVers
 	switch {
 	case rsp.StatusCode == 204:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListVersionStreamHistoryResponse parses an HTTP response from a ListVersionStreamHistoryWithResponse call
+func ParseListVersionStreamHistoryResponse(rsp *http.Response) (*ListVersionStreamHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListVersionStreamHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound

@@ -122,6 +122,8 @@ func Kinds() *KindTable {
 			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
 			// The placer's Available message names the management cluster once placed (or why it cannot be).
 			{Header: "MANAGEMENT CLUSTER", JSONPath: `{.status.conditions[?(@.type=="ClusterPlacerAvailable")].message}`, Wide: true},
+			// Admins see every tenant's clusters; everyone else only their own.
+			{Header: "TENANT", JSONPath: "{.tenant}", Wide: true},
 		},
 	}
 	nodePool := &Kind{
@@ -132,6 +134,7 @@ func Kinds() *KindTable {
 			{Header: "DEVICE TYPE", JSONPath: "{.spec.platform.hivelocity.device_type}", Wide: true},
 			{Header: "REGION", JSONPath: "{.spec.platform.hivelocity.region}", Wide: true},
 			{Header: "PAUSED", JSONPath: "{.spec.paused}", Wide: true},
+			{Header: "TENANT", JSONPath: "{.tenant}", Wide: true},
 		},
 	}
 	return &KindTable{Cluster: cluster, NodePool: nodePool, VersionStream: versionStream, UpgradeSchedule: upgradeSchedule,

@@ -15,7 +15,7 @@ import (
 
 // The generic client: every operation of every kind, given its Kind. The document spells each operation once per
 // kind, with the same parameters, bodies and answers at paths that differ only by the kind's plural
-// (/{plural}[/{id}[/statuses|/force-delete]], children under /{parent plural}/{parent id}/). So the request of
+// (/{plural}[/{id}[/statuses|/force-delete|/history]], children under /{parent plural}/{parent id}/). So the request of
 // any kind is the generated request of the Cluster operation, moved to the kind's path: the generated code
 // encodes the parameters, headers and bodies, and the Client's doer and request editors send it.
 // TestGenericRequestsAreTheGeneratedOnes checks this against every kind's generated operations.
@@ -90,6 +90,15 @@ func (c *Client) ListResourceStatuses(ctx context.Context, k *Kind, r ResourceRe
 func (c *Client) PutResourceStatus(ctx context.Context, k *Kind, r ResourceRef, body AdapterStatusReport, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutClusterStatusRequest(c.Server, r.ID, body)
 	return c.sendAt(ctx, req, err, k.ResourcePath(r)+"/statuses", reqEditors)
+}
+
+// HistoryParams are a history read's parameters, the same for every kind.
+type HistoryParams = ListClusterHistoryParams
+
+// ListResourceHistory reads a page of one resource's history, which outlives it.
+func (c *Client) ListResourceHistory(ctx context.Context, k *Kind, r ResourceRef, params *HistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClusterHistoryRequest(c.Server, r.ID, params)
+	return c.sendAt(ctx, req, err, k.ResourcePath(r)+"/history", reqEditors)
 }
 
 // sendAt moves a generated request to path (below BasePath on the client's server), applies the request editors

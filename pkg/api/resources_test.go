@@ -51,6 +51,7 @@ func TestGenericRequestsAreTheGeneratedOnes(t *testing.T) {
 		ResyncAfter: ptr("5m"), Watch: ptr(true), ResourceVersion: ptr("12"), LastEventID: ptr("14"),
 	}
 	patch := &api.PatchParams{IfMatch: ptr(`"7"`)}
+	history := &api.HistoryParams{After: ptr[int64](41), Size: ptr(10)}
 	report := api.AdapterStatusReport{Adapter: "a", ObservedGeneration: 3, ObservedTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Conditions: []api.ReportedCondition{{Type: "Available", Status: api.ReportedConditionStatusTrue}}}
 	parent, id := uuid.New(), uuid.New()
@@ -85,6 +86,7 @@ func TestGenericRequestsAreTheGeneratedOnes(t *testing.T) {
 				{"delete", func() (*http.Response, error) { return g.DeleteResource(ctx, k, ref) }, "Delete" + k.Name, ids},
 				{"force delete", func() (*http.Response, error) { return g.ForceDeleteResource(ctx, k, ref) }, "ForceDelete" + k.Name, ids},
 				{"statuses", func() (*http.Response, error) { return g.ListResourceStatuses(ctx, k, ref) }, "List" + k.Name + "Statuses", ids},
+				{"history", func() (*http.Response, error) { return g.ListResourceHistory(ctx, k, ref, history) }, "List" + k.Name + "History", append(append([]any{}, ids...), history)},
 				{"put status", func() (*http.Response, error) { return g.PutResourceStatus(ctx, k, ref, report) }, "Put" + k.Name + "Status", append(append([]any{}, ids...), report)},
 			}
 			create := call{"create", func() (*http.Response, error) {
