@@ -213,9 +213,9 @@ func (f *Feed) Next(ctx context.Context, after resource.Position, limit int) ([]
 		var out []resource.Event
 		fromMemory := len(f.ring) > 0 && f.ring[0].Seq <= after.Seq+1
 		if after.Epoch == head.Epoch && after.Seq < head.Seq && fromMemory {
-			for _, e := range f.ring {
-				if e.Seq > after.Seq {
-					out = append(out, e)
+			for i := range f.ring {
+				if e := &f.ring[i]; e.Seq > after.Seq {
+					out = append(out, *e)
 					if len(out) == limit {
 						break
 					}

@@ -61,7 +61,8 @@ func classOf(r *http.Request) routeClass {
 		if !strings.Contains(r.URL.RawQuery, "watch") {
 			return classReads
 		}
-		if watch, _ := watchRequested(r); watch {
+		// A malformed watch parameter is the handler's to refuse (400); until then it is a read.
+		if watch, err := watchRequested(r); err == nil && watch {
 			return classWatches
 		}
 		return classReads

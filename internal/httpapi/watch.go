@@ -301,7 +301,8 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 	var ids []string
 	caller := resource.CallerFrom(ctx)
 	confined := k.d.Tenanted && !caller.AllTenants
-	for _, e := range events {
+	for i := range events {
+		e := &events[i]
 		if e.Kind != k.d.Kind || (opts.ParentID != "" && e.ParentID != opts.ParentID) {
 			continue
 		}
@@ -309,7 +310,7 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 		if confined && e.Tenant != caller.Tenant {
 			continue
 		}
-		mine = append(mine, e)
+		mine = append(mine, *e)
 		if e.Type != resource.EventRemoved {
 			ids = append(ids, e.ID)
 		}
@@ -328,7 +329,8 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 	if view != nil && len(objects) < len(ids) {
 		var unmatched []string
 		leaving, born := map[string]bool{}, map[string]bool{}
-		for _, e := range mine {
+		for i := range mine {
+			e := &mine[i]
 			born[e.ID] = born[e.ID] || e.Type == resource.EventCreated
 			if _, ok := objects[e.ID]; ok || e.Type == resource.EventRemoved {
 				continue
@@ -336,7 +338,7 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 			if _, seen := leaving[e.ID]; !seen {
 				unmatched = append(unmatched, e.ID)
 			}
-			leaving[e.ID] = leaving[e.ID] || view.leaves(&e, born[e.ID])
+			leaving[e.ID] = leaving[e.ID] || view.leaves(e, born[e.ID])
 		}
 		q := resource.ListOptions{ParentID: opts.ParentID, IDs: unmatched, Page: 1, Size: len(unmatched), IncludeDeleted: true}
 		if err := k.readObjects(ctx, q, fields, public, func(id string) bool { exists[id] = true; return leaving[id] }, left); err != nil {
@@ -344,17 +346,18 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 		}
 	}
 	out := make([]api.WatchEvent, 0, len(mine))
-	for _, e := range mine {
+	for i := range mine {
+		e := &mine[i]
 		obj, found := objects[e.ID]
 		typ := api.WatchEventType(e.Type)
 		switch {
 		case view == nil:
 		case found:
-			view.saw(&e, true)
+			view.saw(e, true)
 		case e.Type == resource.EventRemoved:
-			view.saw(&e, false)
+			view.saw(e, false)
 		case exists[e.ID]:
-			view.saw(&e, false)
+			view.saw(e, false)
 			if _, leaves := left[e.ID]; !leaves {
 				continue // not in the view, and still not: nothing to tell
 			}
@@ -362,7 +365,7 @@ func (k *kindHandler) watchEvents(ctx context.Context, events []resource.Event, 
 			obj, typ = left[e.ID], api.WatchEventTypeLeft
 			delete(left, e.ID)
 		}
-		w, err := WatchEvent(e)
+		w, err := WatchEvent(*e)
 		if err != nil {
 			return nil, err
 		}

@@ -112,7 +112,8 @@ func (s *Store) History(ctx context.Context, d *resource.Descriptor, parentID, i
 		return nil, nil
 	}
 	out := make([]resource.HistoryEntry, len(rows))
-	for i, w := range rows {
+	for i := range rows {
+		w := &rows[i]
 		e := resource.HistoryEntry{Seq: w.Seq, Time: w.Time.UTC(), Actor: w.Actor, Action: resource.HistoryAction(w.Action),
 			Generation: w.Generation, Changes: w.Changes}
 		if w.PhaseFrom != nil {

@@ -317,23 +317,23 @@ func tenancyCheckItems(tb testing.TB, body []byte, tenant string) {
 	tb.Helper()
 	var list struct {
 		Items []struct {
-			Id              string  `json:"id"`
+			ID              string  `json:"id"`
 			Tenant          *string `json:"tenant"`
 			AdapterStatuses *[]struct {
-				ResourceId string `json:"resource_id"`
+				ResourceID string `json:"resource_id"`
 			} `json:"adapter_statuses"`
 		} `json:"items"`
 	}
 	require.NoError(tb, json.Unmarshal(body, &list))
 	for _, it := range list.Items {
-		require.NotNil(tb, it.Tenant, "every resource shows its tenant: item %s", it.Id)
+		require.NotNil(tb, it.Tenant, "every resource shows its tenant: item %s", it.ID)
 		if tenant != "" && *it.Tenant != "default" {
-			require.Equal(tb, tenant, *it.Tenant, "item %s", it.Id)
+			require.Equal(tb, tenant, *it.Tenant, "item %s", it.ID)
 		}
 		if it.AdapterStatuses != nil {
 			for _, st := range *it.AdapterStatuses {
-				if st.ResourceId != "" {
-					require.Equal(tb, it.Id, st.ResourceId)
+				if st.ResourceID != "" {
+					require.Equal(tb, it.ID, st.ResourceID)
 				}
 			}
 		}
