@@ -78,13 +78,10 @@ type historyRow struct {
 	Reports    []byte
 }
 
-// History implements resource.Store. A global kind's history is everyone's, as the kind is; a tenanted kind's is
-// filtered by the caller's tenant (and row-level security) like its resources. The resource need not exist.
+// History implements resource.Store. It is filtered by the caller's tenant (and row-level security) like the
+// resources are (the service reads a global kind's unconfined). The resource need not exist.
 func (s *Store) History(ctx context.Context, d *resource.Descriptor, parentID, id string, after int64, limit int) ([]resource.HistoryEntry, error) {
 	sc := s.scopeOf(ctx)
-	if !d.Tenanted {
-		sc = scope{all: true}
-	}
 	where, args := "resource_id = ? AND kind = ?", []any{id, d.Kind}
 	if parentID != "" {
 		where += " AND parent_id = ?"

@@ -263,7 +263,7 @@ func nameTaken(d *resource.Descriptor, name string) error {
 
 // Get implements resource.Store.
 func (s *Store) Get(ctx context.Context, d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
-	sc := s.scopeOf(ctx).of(d)
+	sc := s.scopeOf(ctx)
 	var out *resource.Resource
 	err := s.scoped(ctx, sc, func(db *gorm.DB) error {
 		var err error
@@ -309,7 +309,7 @@ var orderColumns = map[string]string{
 // page tells it or it is not wanted. A page after a cursor starts where the cursor's row was, so deep pages cost
 // what the first does.
 func (s *Store) List(ctx context.Context, d *resource.Descriptor, opts resource.ListOptions, each func(*resource.Resource) error) (resource.ListResult, error) {
-	sc := s.scopeOf(ctx).of(d)
+	sc := s.scopeOf(ctx)
 	var out resource.ListResult
 	err := s.scoped(ctx, sc, func(db *gorm.DB) error {
 		var err error

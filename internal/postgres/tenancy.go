@@ -33,15 +33,6 @@ func (s *Store) scopeOf(ctx context.Context) scope {
 	return scope{tenant: c.Tenant}
 }
 
-// of narrows sc to a read of d alone: a global kind's rows are everyone's, so reading them needs no confinement
-// (and no transaction to confine it in).
-func (sc scope) of(d *resource.Descriptor) scope {
-	if !d.Tenanted {
-		return scope{all: true}
-	}
-	return sc
-}
-
 // EnableTenancy confines callers to their tenant (resource.Caller.Tenant) unless they see all tenants. Call it
 // before the store serves, once CheckTenancy has passed.
 func (s *Store) EnableTenancy() { s.tenancy = true }

@@ -66,7 +66,7 @@ func (s *Service) History(ctx context.Context, d *Descriptor, parentID, id strin
 	if after < 0 || limit < 1 || limit > MaxHistoryPage {
 		return nil, Errorf(CodeBadListParam, "a history page starts after a sequence number of 0 or more and holds 1 to %d entries", MaxHistoryPage)
 	}
-	return s.store.History(ctx, d, parentID, id, after, limit)
+	return s.store.History(unconfined(ctx, d), d, parentID, id, after, limit)
 }
 
 // historyDoc is what an update's merge patch is computed over.

@@ -285,8 +285,10 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 // errDryRun rolls back a dry run's transaction once everything it checks has passed.
 var errDryRun = errors.New("dry run")
 
-// unconfined returns ctx with its caller allowed to see every tenant, for writes of a global kind: its references
-// and in-use checks must count every tenant's resources, not only the caller's.
+// unconfined returns ctx with its caller allowed to see every tenant when d is a global kind: its rows belong to no
+// tenant (every tenant reads them, their reports and history), and its references and in-use checks must count
+// every tenant's resources, not only the caller's. Every Service method that takes a kind starts with it, so that
+// this rule lives here and not in each store query.
 func unconfined(ctx context.Context, d *Descriptor) context.Context {
 	if d.Tenanted {
 		return ctx
@@ -320,11 +322,13 @@ func (s *Service) Get(ctx context.Context, d *Descriptor, parentID, id string) (
 	if err := checkIDs(d, parentID, id); err != nil {
 		return nil, err
 	}
+	ctx = unconfined(ctx, d)
 	return s.store.Get(ctx, d, parentID, id)
 }
 
 // List returns a page of resources. A list under a parent that does not exist is CodeNotFound.
 func (s *Service) List(ctx context.Context, d *Descriptor, opts ListOptions, each func(*Resource) error) (ListResult, error) {
+	ctx = unconfined(ctx, d)
 	if opts.ParentID != "" && !validID(opts.ParentID) {
 		return ListResult{}, notFound(d.Parent, opts.ParentID)
 	}

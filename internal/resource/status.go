@@ -176,6 +176,7 @@ func checkFresh(rep *conditions.Report, stored *AdapterStatus) error {
 // ListStatuses returns the adapters' reports about a resource (never a placeholder of an adapter that has not
 // reported), ordered by adapter.
 func (s *Service) ListStatuses(ctx context.Context, d *Descriptor, parentID, id string) ([]AdapterStatus, error) {
+	ctx = unconfined(ctx, d)
 	if _, err := s.Get(ctx, d, parentID, id); err != nil {
 		return nil, err
 	}
