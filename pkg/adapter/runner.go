@@ -147,7 +147,9 @@ func (r *Runner) ExternalTransport(system string, base http.RoundTripper) http.R
 		base = http.DefaultTransport
 	}
 	return &externalTransport{system: system, base: base, metrics: r.metrics, log: r.log,
-		reached: func(system string, reached bool, detail string) { r.health.called(system, r.clock.Now(), reached, detail) }}
+		reached: func(system string, reached bool, detail string) {
+			r.health.called(system, r.clock.Now(), reached, detail)
+		}}
 }
 
 // Registerer registers an adapter's own metrics, served on /metrics beside the runtime's; every series it

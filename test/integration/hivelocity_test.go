@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-		"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity"
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity/hivelocitysim"
