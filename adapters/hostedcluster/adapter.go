@@ -229,7 +229,12 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 	if err != nil {
 		return nil, nil, err
 	}
-	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
+	metrics, err := NewMetrics(runner.Registerer())
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer, Metrics: metrics,
+		Log: log.With(slog.String("adapter", Name)),
 		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
 	return runner, rec, nil
 }
