@@ -234,7 +234,7 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 		return nil, nil, err
 	}
 	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer, Metrics: metrics,
-		Log: log.With(slog.String("adapter", Name)),
+		Log:        log.With(slog.String("adapter", Name)),
 		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
 	return runner, rec, nil
 }

@@ -59,7 +59,7 @@ func TestApplierOwnRemember(t *testing.T) {
 // annotation, are not drift.
 func TestApplierOwnDrift(t *testing.T) {
 	objs, err := Build(&Desired{ClusterID: "0193a4c4-5b2e-7c1d-8e9f-0a1b2c3d4e5f", Name: "prod", Namespace: "clusters", Generation: 2,
-		Spec: decodeHostedCluster(t, `{`+apiDefaults+`,"networking":{"cluster_network":[{"cidr":"10.132.0.0/14","host_prefix":23}]}}`),
+		Spec:         decodeHostedCluster(t, `{`+apiDefaults+`,"networking":{"cluster_network":[{"cidr":"10.132.0.0/14","host_prefix":23}]}}`),
 		ReleaseImage: "quay.io/x:4.16.3", PullSecret: []byte(`{}`)})
 	require.NoError(t, err)
 	desired := objs.HostedCluster
