@@ -267,8 +267,9 @@ func (r *Reconciler) apply(ctx context.Context, obj *adapter.Object, spec *api.C
 		if live != nil {
 			out.Data[DataHostedClusterUID] = string(live.GetUID())
 		}
-		if token := obj.Labels[LabelRecreate]; token != "" && (live != nil || presence == presenceRecreate) {
-			// A request seen with a HostedCluster in place is spent: it cannot ask for a later re-creation.
+		if token := obj.Labels[LabelRecreate]; token != "" && live != nil {
+			// A request seen with a HostedCluster in place (made by this reconcile or there before) is spent: it
+			// cannot ask for a later re-creation. One whose create failed is not: it is tried again.
 			out.Data[DataRecreateToken] = token
 		}
 		return out
