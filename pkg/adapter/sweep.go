@@ -56,6 +56,10 @@ type OrphanCheck struct {
 // an orphan. A resource it could not answer for keeps what it was; one no longer named, or that the API has after
 // all, is forgotten. When the list fails, nothing changes and the error is returned.
 func (o *Orphans) Check(ctx context.Context, named []Named, now time.Time) (OrphanCheck, error) {
+	if len(named) == 0 { // nothing to ask about: no request
+		clear(o.since)
+		return OrphanCheck{Since: map[string]time.Time{}}, nil
+	}
 	live, err := o.reader.IDs(ctx, o.kind)
 	if err != nil {
 		return OrphanCheck{}, fmt.Errorf("list the %s: %w", o.kind.Plural, err)
