@@ -239,7 +239,7 @@ func newSweeper(rt adapter.Config, o Options, runner *adapter.Runner, m *Metrics
 	}
 	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
 	return &sweeper{targets: targets, orphans: orphans, dryRun: o.SweepDryRun, grace: grace,
-		every: cmp.Or(o.SweepInterval, DefaultSweepInterval), metrics: m, listed: map[types.UID]bool{},
+		every: cmp.Or(o.SweepInterval, DefaultSweepInterval), metrics: m, acted: map[types.UID]bool{},
 		mine: func(id string) bool { return adapter.ShardOf(id, shardCount) == shardIndex },
 		log:  log.With(slog.String("adapter", Name), slog.String("part", "sweep"))}, nil
 }

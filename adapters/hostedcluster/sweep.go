@@ -44,7 +44,9 @@ type sweeper struct {
 	every   time.Duration
 	metrics *Metrics
 	log     *slog.Logger
-	listed  map[types.UID]bool // what a dry run has listed
+	// acted holds the objects deleted (or, in a dry run, listed) that the caches still show: the cache may show a
+	// deleted object for a moment, and a second delete of it would count it twice.
+	acted map[types.UID]bool
 }
 
 // run sweeps every interval until ctx ends.
@@ -92,6 +94,21 @@ func (s *sweeper) sweep(ctx context.Context, now time.Time) {
 			}
 		}
 		all = append(all, o)
+	}
+	present := map[types.UID]bool{}
+	for _, o := range all {
+		for _, m := range []map[string][]*unstructured.Unstructured{o.hcs, o.secrets} {
+			for _, objs := range m {
+				for _, obj := range objs {
+					present[obj.GetUID()] = true
+				}
+			}
+		}
+	}
+	for uid := range s.acted {
+		if !present[uid] {
+			delete(s.acted, uid)
+		}
 	}
 	check, err := s.orphans.Check(ctx, named, now)
 	if err != nil {
@@ -146,14 +163,15 @@ func (s *sweeper) remove(ctx context.Context, t sweepTarget, clusterID string, o
 	if t.name != "" {
 		attrs = append(attrs, slog.String("management_cluster", t.name))
 	}
+	if s.acted[obj.GetUID()] {
+		return
+	}
 	if s.dryRun {
-		if !s.listed[obj.GetUID()] {
-			s.listed[obj.GetUID()] = true
-			if s.metrics != nil {
-				s.metrics.wouldSweep.WithLabelValues(obj.GetKind()).Inc()
-			}
-			s.log.Warn("orphaned object would be deleted (--sweep-dry-run)", attrs...)
+		s.acted[obj.GetUID()] = true
+		if s.metrics != nil {
+			s.metrics.wouldSweep.WithLabelValues(obj.GetKind()).Inc()
 		}
+		s.log.Warn("orphaned object would be deleted (--sweep-dry-run)", attrs...)
 		return
 	}
 	if obj.GetDeletionTimestamp() != nil {
@@ -166,6 +184,7 @@ func (s *sweeper) remove(ctx context.Context, t sweepTarget, clusterID string, o
 	case err != nil:
 		s.log.Info("orphaned object not deleted; tried again next round", append(attrs, slog.Any("error", err))...)
 	default:
+		s.acted[obj.GetUID()] = true
 		if s.metrics != nil {
 			s.metrics.swept.WithLabelValues(obj.GetKind()).Inc()
 		}
