@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -61,6 +62,13 @@ type Options struct {
 	// vCPU and memory budgets in its capacity_used (the placer's flags of the same names); zero is the default.
 	ControlPlaneVCPU      int
 	ControlPlaneMemoryGiB int
+	// SweepGrace is how long HostedClusters and Secrets labelled for a cluster the API answers 404 for are left
+	// alone before the orphan sweep deletes them, counted from when this replica first saw the 404; SweepInterval is
+	// how often it looks; SweepDryRun only lists (logs and counts) what it would delete. Zero is DefaultSweepGrace,
+	// DefaultSweepInterval.
+	SweepGrace    time.Duration
+	SweepInterval time.Duration
+	SweepDryRun   bool
 }
 
 // managementClusterSpecTTL is how long a replica trusts the ManagementCluster spec it read (for a member's
@@ -82,7 +90,7 @@ func DefaultOptions() Options {
 		ReapplyRate: DefaultReapplyRate, ReapplyBurst: DefaultReapplyBurst, KubeQPS: DefaultKubeQPS, KubeBurst: DefaultKubeBurst,
 		ProbeInterval: DefaultProbeInterval, ProbeTimeout: DefaultProbeTimeout, PlacementRetry: DefaultPlacementRetry,
 		ManagementClusterResync: DefaultManagementClusterResync, ControlPlaneVCPU: DefaultControlPlaneVCPU,
-		ControlPlaneMemoryGiB: DefaultControlPlaneMemoryGiB}
+		ControlPlaneMemoryGiB: DefaultControlPlaneMemoryGiB, SweepGrace: DefaultSweepGrace, SweepInterval: DefaultSweepInterval}
 }
 
 // DefaultResyncAfter is how often a settled cluster is looked at again: its HostedCluster is read from the watch
@@ -106,6 +114,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ManagementClusterResync, "management-cluster-resync", o.ManagementClusterResync, "how often each ManagementCluster's reachability and hosted clusters are reported")
 	fs.IntVar(&o.ControlPlaneVCPU, "control-plane-vcpu", o.ControlPlaneVCPU, "vCPU each hosted cluster counts against a ManagementCluster's vCPU budget in its capacity_used (as the placer's)")
 	fs.IntVar(&o.ControlPlaneMemoryGiB, "control-plane-memory-gib", o.ControlPlaneMemoryGiB, "memory (GiB) each hosted cluster counts against a ManagementCluster's memory budget in its capacity_used (as the placer's)")
+	fs.DurationVar(&o.SweepGrace, "sweep-grace", o.SweepGrace, "how long HostedClusters and Secrets labelled for a cluster the API does not know (404: force-deleted) are left alone before they are deleted (from when this replica first saw the 404)")
+	fs.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often the orphan sweep looks for HostedClusters and Secrets of clusters the API does not know")
+	fs.BoolVar(&o.SweepDryRun, "sweep-dry-run", o.SweepDryRun, "only list (log and count) the orphaned HostedClusters and Secrets the sweep would delete")
 }
 
 // Adapter is the applier on the shared runtime.
@@ -118,6 +129,7 @@ type Adapter struct {
 	// fleet and managementClusters are NewFleet's management clusters and their reconciler; nil for New's.
 	fleet              *fleet
 	managementClusters *managementClusters
+	sweeper            *sweeper
 }
 
 // New wires the applier to the management cluster that kube reaches: its watch caches, whose events wake the
@@ -157,7 +169,11 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
-	return &Adapter{Runner: runner, reconciler: rec, kube: mgmt, syncWait: o.SyncTimeout}, nil
+	sw, err := newSweeper(rt, o, runner, rec.Metrics, func() []sweepTarget { return []sweepTarget{{kube: mgmt}} }, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Runner: runner, reconciler: rec, kube: mgmt, syncWait: o.SyncTimeout, sweeper: sw}, nil
 }
 
 // NewFleet wires the applier to every ManagementCluster (o.CredentialsDir is required): each cluster is applied on
@@ -203,7 +219,29 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	mcs := &managementClusters{fleet: f, resync: cmp.Or(o.ManagementClusterResync, DefaultManagementClusterResync),
 		perControlPlane: capacity.ControlPlane{VCPU: cmp.Or(o.ControlPlaneVCPU, DefaultControlPlaneVCPU),
 			MemoryGiB: cmp.Or(o.ControlPlaneMemoryGiB, DefaultControlPlaneMemoryGiB)}}
-	return &Adapter{Runner: runner, reconciler: rec, fleet: f, managementClusters: mcs, syncWait: o.SyncTimeout}, nil
+	sw, err := newSweeper(rt, o, runner, rec.Metrics, f.sweepTargets, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Adapter{Runner: runner, reconciler: rec, fleet: f, managementClusters: mcs, syncWait: o.SyncTimeout, sweeper: sw}, nil
+}
+
+// newSweeper builds the orphan sweep of the management clusters targets lists, over the clusters of this replica's
+// shard.
+func newSweeper(rt adapter.Config, o Options, runner *adapter.Runner, m *Metrics, targets func() []sweepTarget, log *slog.Logger) (*sweeper, error) {
+	if o.SweepGrace < 0 || o.SweepInterval < 0 {
+		return nil, errors.New("--sweep-grace and --sweep-interval must not be negative")
+	}
+	grace := cmp.Or(o.SweepGrace, DefaultSweepGrace)
+	orphans, err := adapter.NewOrphans(runner.API(), adapter.Clusters(), grace)
+	if err != nil {
+		return nil, err
+	}
+	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
+	return &sweeper{targets: targets, orphans: orphans, dryRun: o.SweepDryRun, grace: grace,
+		every: cmp.Or(o.SweepInterval, DefaultSweepInterval), metrics: m, acted: map[types.UID]bool{},
+		mine: func(id string) bool { return adapter.ShardOf(id, shardCount) == shardIndex },
+		log:  log.With(slog.String("adapter", Name), slog.String("part", "sweep"))}, nil
 }
 
 // newBase checks the options both modes share and builds the runner and the reconciler without its management
@@ -229,7 +267,12 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 	if err != nil {
 		return nil, nil, err
 	}
-	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer,
+	metrics, err := NewMetrics(runner.Registerer())
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &Reconciler{PullSecret: pull.Read, ProgressInterval: o.ProgressInterval, Pacer: pacer, Metrics: metrics,
+		Log:        log.With(slog.String("adapter", Name)),
 		References: &apiReferences{runner: runner, streams: adapter.VersionStreams(), schedules: adapter.UpgradeSchedules()}}
 	return runner, rec, nil
 }
@@ -256,6 +299,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 		defer a.fleet.close()
 		controllers = append(controllers, adapter.Controller{Kind: api.Kinds().ManagementCluster, Reconciler: a.managementClusters})
 	}
+	sweepCtx, stop := context.WithCancel(ctx)
+	var sweeping sync.WaitGroup
+	sweeping.Go(func() { a.sweeper.run(sweepCtx) })
+	defer sweeping.Wait()
+	defer stop()
 	return a.Runner.Run(ctx, controllers...)
 }
 

@@ -34,6 +34,9 @@ const (
 	// it is unchanged but the built object is not, the change is the applier's own (a new version, pull secret or
 	// default) and its re-apply is paced; a user's spec change is not.
 	AnnotationSpecHash = "hyperfleet.io/spec-hash"
+	// LabelRecreate, on a cluster in the API, asks the applier to re-create a HostedCluster that is missing
+	// (ReasonHostedClusterMissing): any value other than the one it last saw (DataRecreateToken) is a request.
+	LabelRecreate = "hyperfleet.io/recreate"
 )
 
 // Keys of the Secrets the HostedCluster names.
@@ -61,16 +64,14 @@ type Objects struct {
 	HostedCluster *unstructured.Unstructured
 }
 
-// PullSecretName returns the name of the cluster's pull-secret Secret.
-func (d *Desired) PullSecretName() string {
-	if d.Spec.PullSecretName != nil && *d.Spec.PullSecretName != "" {
-		return *d.Spec.PullSecretName
-	}
-	return d.Name + "-pull-secret"
-}
+// PullSecretName returns the name of the cluster's pull-secret Secret: from the cluster's id, which no user
+// chooses, so that a Secret in the shared namespace can be neither squatted before the cluster exists nor left
+// behind by a rename. The spec's pull_secret_name is not used; Secrets the applier named by it (or by the
+// cluster's name) before are deleted once the HostedCluster names the new ones (see pruneSecrets).
+func (d *Desired) PullSecretName() string { return d.ClusterID + "-pull-secret" }
 
-// SSHKeyName returns the name of the Secret holding the cluster's SSH key.
-func (d *Desired) SSHKeyName() string { return d.Name + "-ssh-key" }
+// SSHKeyName returns the name of the Secret holding the cluster's SSH key, from the cluster's id too.
+func (d *Desired) SSHKeyName() string { return d.ClusterID + "-ssh-key" }
 
 // Build returns the HostedCluster and Secrets for d, each with the applied-hash annotation set. It is pure: the
 // same Desired gives the same objects, byte for byte once encoded.

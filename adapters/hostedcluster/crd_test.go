@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/test/kubeenv"
@@ -35,18 +36,34 @@ func TestBuiltObjectsAreAcceptedByTheRealCRD(t *testing.T) {
 				PullSecret: []byte(`{"auths":{}}`)}
 			objs, err := Build(d)
 			require.NoError(t, err)
+			var hc *unstructured.Unstructured
 			for _, obj := range append(objs.Secrets, objs.HostedCluster) {
-				first, err := mgmt.Apply(ctx, obj)
+				first, err := mgmt.Create(ctx, obj)
 				require.NoError(t, err, "%s %s", obj.GetKind(), obj.GetName())
-				again, err := mgmt.Apply(ctx, obj)
+				require.Empty(t, driftOf(first, obj), "what the server stores (defaults and all) is no drift")
+				var managers []string
+				for _, f := range first.GetManagedFields() {
+					managers = append(managers, f.Manager+"/"+string(f.Operation))
+				}
+				require.Equal(t, []string{FieldManager + "/Apply"}, managers, "the create's fields are the apply's")
+				// The first apply may tidy the managed fields the create left (a create records "." entries an apply
+				// does not); from then on an apply of the same object writes nothing.
+				applied, err := mgmt.Update(ctx, obj, first)
 				require.NoError(t, err)
-				require.Equal(t, first.GetResourceVersion(), again.GetResourceVersion(), "re-applying %s must not write", obj.GetKind())
+				again, err := mgmt.Update(ctx, obj, applied)
+				require.NoError(t, err)
+				require.Equal(t, applied.GetResourceVersion(), again.GetResourceVersion(), "re-applying %s must not write", obj.GetKind())
+				_, err = mgmt.Update(ctx, obj, first)
+				require.ErrorIs(t, err, ErrChanged, "an apply over an object read before a change is refused")
+				_, err = mgmt.Create(ctx, obj)
+				require.ErrorIs(t, err, ErrExists, "a create never takes over what is there")
+				hc = again
 			}
 			// HyperShift's immutable services: a change is refused, and that is terminal for the applier.
 			changed := objs.HostedCluster.DeepCopy()
 			services := changed.Object["spec"].(map[string]any)["services"].([]any)
 			services[0].(map[string]any)["servicePublishingStrategy"] = map[string]any{"type": "LoadBalancer"}
-			_, err = mgmt.Apply(ctx, changed)
+			_, err = mgmt.Update(ctx, changed, hc)
 			require.Error(t, err)
 			classified := kubeError(err)
 			require.True(t, errors.Is(classified, adapter.ErrTerminal), "a 422 is terminal: %v", err)
@@ -58,14 +75,14 @@ func TestBuiltObjectsAreAcceptedByTheRealCRD(t *testing.T) {
 		objs, err := Build(&Desired{ClusterID: "not-a-uuid-but-exactly-36-characters", Name: "bad-id", Namespace: ns, Generation: 1,
 			Spec: decodeHostedCluster(t, `{`+apiDefaults+`}`), ReleaseImage: "quay.io/x:4.16.3", PullSecret: []byte(`{}`)})
 		require.NoError(t, err)
-		_, err = mgmt.Apply(ctx, objs.HostedCluster)
+		_, err = mgmt.Create(ctx, objs.HostedCluster)
 		require.True(t, errors.Is(kubeError(err), adapter.ErrTerminal), "%v", err)
 
 		gcp := objs.HostedCluster.DeepCopy()
 		gcp.SetName("gcp")
 		gcp.Object["spec"].(map[string]any)["clusterID"] = "0193a4c4-5b2e-7c1d-8e9f-0a1b2c3d4e59"
 		gcp.Object["spec"].(map[string]any)["platform"] = map[string]any{"type": "GCP"}
-		_, err = mgmt.Apply(ctx, gcp)
+		_, err = mgmt.Create(ctx, gcp)
 		require.True(t, errors.Is(kubeError(err), adapter.ErrTerminal), "%v", err)
 	})
 }

@@ -399,6 +399,17 @@ func (f *fleet) wakeClusters(name string) {
 	}
 }
 
+// sweepTargets returns the members there are now, for the orphan sweep.
+func (f *fleet) sweepTargets() []sweepTarget {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]sweepTarget, 0, len(f.members))
+	for name, m := range f.members {
+		out = append(out, sweepTarget{name: name, kube: m.kube})
+	}
+	return out
+}
+
 // drop stops and forgets the member of the management cluster name (it is being deleted).
 func (f *fleet) drop(name string) {
 	f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -24,16 +25,23 @@ import (
 // Name is the adapter name the applier reports under.
 const Name = "hostedcluster-applier"
 
-// ManagementCluster is what the reconciler needs of the management cluster.
+// ManagementCluster is what the reconciler needs of the management cluster. Its writes carry preconditions, so
+// that what the applier checked (the object is its own, or there is none) still holds when it writes.
 type ManagementCluster interface {
 	// HostedCluster returns the HostedCluster named name in the applier's namespace, or nil.
 	HostedCluster(ctx context.Context, name string) (*unstructured.Unstructured, error)
 	// Secret returns the Secret named name in the applier's namespace, or nil.
 	Secret(ctx context.Context, name string) (*unstructured.Unstructured, error)
-	// Apply server-side applies obj and returns it as stored.
-	Apply(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
-	// Delete deletes the object of kind ("HostedCluster", "Secret") named name, if it is there.
-	Delete(ctx context.Context, kind, name string) error
+	// Secrets returns the applier's Secrets labelled with the cluster id clusterID.
+	Secrets(ctx context.Context, clusterID string) ([]*unstructured.Unstructured, error)
+	// Create creates obj if there is no object of its name (ErrExists otherwise) and returns it as stored.
+	Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	// Update server-side applies obj over live, the object as read, only if it has not changed since (ErrChanged
+	// otherwise), and returns it as stored.
+	Update(ctx context.Context, obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	// Delete deletes live only if the object of its name still has live's UID (ErrChanged otherwise); nil when
+	// it is gone.
+	Delete(ctx context.Context, live *unstructured.Unstructured) error
 }
 
 // Placement is the management cluster a cluster's HostedCluster lives on.
@@ -106,6 +114,10 @@ type Reconciler struct {
 	Placements Placements
 	// PlacementRetry is how soon a cluster not placed yet is looked at again; zero is DefaultPlacementRetry.
 	PlacementRetry time.Duration
+	// Metrics counts the drift set back; nil counts nothing.
+	Metrics *Metrics
+	// Log says what was set back and deleted; nil is slog.Default.
+	Log *slog.Logger
 }
 
 // DefaultPlacementRetry is how often the applier looks again at a cluster the placer has not placed yet: the
@@ -160,8 +172,16 @@ func (r *Reconciler) progressInterval() time.Duration {
 	return r.ProgressInterval
 }
 
-// Reconcile applies the cluster's HostedCluster (and its Secrets) and reports what HyperShift says about it.
+// Reconcile applies the cluster's HostedCluster (and its Secrets) and reports what HyperShift says about it. What
+// the applier must remember of the cluster (DataHostedClusterUID, DataRecreateToken) is carried into every report,
+// whatever this reconcile found, so that one failed reconcile cannot make it forget it had made a HostedCluster.
 func (r *Reconciler) Reconcile(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
+	out, err := r.reconcile(ctx, obj)
+	remember(&out, memoryOf(obj.LastReport))
+	return out, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, obj *adapter.Object) (adapter.Outcome, error) {
 	var spec api.ClusterSpec
 	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
 		return failed(ReasonInvalidSpec, err), adapter.Terminal(ReasonInvalidSpec, fmt.Errorf("decode cluster spec: %w", err))
@@ -209,6 +229,14 @@ func (r *Reconciler) apply(ctx context.Context, obj *adapter.Object, spec *api.C
 	if err := checkOwner(p, live, obj); err != nil {
 		return failed(ReasonHostedClusterConflict, err), err
 	}
+	ref := p.Namespace + "/" + obj.Name
+	mem := memoryOf(obj.LastReport)
+	presence := presenceOf(live, mem, obj.Labels[LabelRecreate])
+	if presence == presenceMissing || presence == presenceDeleting {
+		out := missing(ref, presence, mem)
+		out.RequeueAfter = r.progressInterval() // the watch wakes it when the object goes; a recreate label does not
+		return out, nil
+	}
 	current := observe(live)
 	now := r.now()
 	plan := planFor(stream, rollout.Cluster{ID: obj.ID, Labels: obj.Labels, AcceptedRisks: deref(spec.AcceptedRisks),
@@ -227,33 +255,52 @@ func (r *Reconciler) apply(ctx context.Context, obj *adapter.Object, spec *api.C
 	if err != nil {
 		return adapter.Outcome{}, adapter.Terminal(ReasonInvalidSpec, err)
 	}
-	changes, err := changes(ctx, p, desired, live)
+	writes, err := changes(ctx, p, desired, live)
 	if err != nil {
 		return failed(adapter.ErrorReason(err), err), err
 	}
-	ref := p.Namespace + "/" + obj.Name
+	// What the applier has (or had) for the cluster, reported even when this reconcile fails further on.
+	kept := func(out adapter.Outcome) adapter.Outcome {
+		if out.Data == nil {
+			out.Data = map[string]any{}
+		}
+		if live != nil {
+			out.Data[DataHostedClusterUID] = string(live.GetUID())
+		}
+		if token := obj.Labels[LabelRecreate]; token != "" && live != nil {
+			// A request seen with a HostedCluster in place (made by this reconcile or there before) is spent: it
+			// cannot ask for a later re-creation. One whose create failed is not: it is tried again.
+			out.Data[DataRecreateToken] = token
+		}
+		return out
+	}
 	if r.Pacer != nil {
-		if len(changes) > 0 && reapplyIsPaced(live, desired.HostedCluster, roll, obj.Generation) {
+		if paced(writes) && reapplyIsPaced(live, desired.HostedCluster, roll, obj.Generation) {
 			if wait := r.Pacer.Admit(obj.ID, now); wait > 0 {
 				out := outcome(ref, plan, current)
 				out.Conditions = append(out.Conditions, reapplyPaced(wait))
 				out.RequeueAfter = wait
-				return out, nil
+				return kept(out), nil
 			}
 		} else {
 			r.Pacer.Forget(obj.ID) // applied at once (or not at all): a turn it held is no longer needed
 		}
 	}
 	applied := live
-	for _, change := range changes {
-		stored, err := p.Cluster.Apply(ctx, change)
+	for _, w := range writes {
+		stored, err := r.write(ctx, p, w, presence)
 		if err != nil {
 			err = kubeError(err)
-			return failed(adapter.ErrorReason(err), err), err
+			return kept(failed(adapter.ErrorReason(err), err)), err
 		}
-		if change == desired.HostedCluster {
+		if w.desired == desired.HostedCluster {
 			applied = stored
+			live = stored
 		}
+	}
+	if err := r.pruneSecrets(ctx, p, obj.ID, desired, applied); err != nil {
+		err = kubeError(err)
+		return kept(failed(adapter.ErrorReason(err), err)), err
 	}
 	out := outcome(ref, plan, observe(applied))
 	out.Conditions = append(out.Conditions, conditions.Reported{Type: ConditionReapplyPending, Status: conditions.False,
@@ -264,7 +311,61 @@ func (r *Reconciler) apply(ctx context.Context, obj *adapter.Object, spec *api.C
 	case !settled(roll, observe(applied)):
 		out.RequeueAfter = r.progressInterval()
 	}
-	return out, nil
+	return kept(out), nil
+}
+
+// write makes one object what the applier built: a create where there is none, else an apply over the object as
+// read (see ManagementCluster). A drift set back is counted and logged.
+func (r *Reconciler) write(ctx context.Context, p Placement, w write, presence presence) (*unstructured.Unstructured, error) {
+	if w.live == nil {
+		if presence == presenceRecreate && w.desired.GetKind() == kindHostedCluster {
+			r.log().Warn("re-creating a HostedCluster that went missing, as the cluster's "+LabelRecreate+" label asks",
+				slog.String("hosted_cluster", p.Namespace+"/"+w.desired.GetName()))
+		}
+		return p.Cluster.Create(ctx, w.desired)
+	}
+	stored, err := p.Cluster.Update(ctx, w.desired, w.live)
+	if err == nil && len(w.drift) > 0 {
+		r.Metrics.drifted(w.desired.GetKind())
+		r.log().Info("drift from what the applier applied set back", slog.String("kind", w.desired.GetKind()),
+			slog.String("name", p.Namespace+"/"+w.desired.GetName()), slog.Any("fields", w.drift))
+	}
+	return stored, err
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
+}
+
+// pruneSecrets deletes the cluster's Secrets (labelled with its id) that neither the built objects nor the
+// HostedCluster as stored name: those of an older naming, or of an SSH key no longer set. Each delete carries the
+// Secret's UID.
+func (r *Reconciler) pruneSecrets(ctx context.Context, p Placement, clusterID string, desired *Objects, applied *unstructured.Unstructured) error {
+	keep := map[string]bool{}
+	if applied != nil {
+		keep[nestedString(applied.Object, "spec", "pullSecret", "name")] = true
+		keep[nestedString(applied.Object, "spec", "sshKey", "name")] = true
+	}
+	for _, s := range desired.Secrets {
+		keep[s.GetName()] = true
+	}
+	secrets, err := p.Cluster.Secrets(ctx, clusterID)
+	if err != nil {
+		return err
+	}
+	for _, s := range secrets {
+		if keep[s.GetName()] || s.GetLabels()[LabelClusterID] != clusterID {
+			continue
+		}
+		if err := p.Cluster.Delete(ctx, s); err != nil {
+			return err
+		}
+		r.log().Info("a Secret the cluster no longer names deleted", slog.String("name", p.Namespace+"/"+s.GetName()))
+	}
+	return nil
 }
 
 // planFor decides what to apply: the verdict of the stream's rollout for the cluster (install, move where admitted,
@@ -289,10 +390,29 @@ func planFor(stream StreamRollout, c rollout.Cluster, live *unstructured.Unstruc
 	return p
 }
 
-// changes returns, in the order to apply them (the Secrets first, since the HostedCluster names them), the objects
-// whose applied-hash differs from what was last applied: the others need no write.
-func changes(ctx context.Context, p Placement, desired *Objects, live *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
+// write is one object to write: desired, over live as read (nil: to create). drift is set when the applied hash is
+// unchanged but the object is not what was applied (a hand edit).
+type write struct {
+	desired, live *unstructured.Unstructured
+	drift         []string
+}
+
+// paced reports whether writes hold a change of what the applier builds, which the pacer may hold back; setting a
+// hand edit back is not held.
+func paced(writes []write) bool {
+	for _, w := range writes {
+		if w.live == nil || len(w.drift) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// changes returns, in the order to write them (the Secrets first, since the HostedCluster names them), the objects
+// that differ from what was last applied (their applied-hash) or drifted from it (driftOf): the others need no
+// write.
+func changes(ctx context.Context, p Placement, desired *Objects, live *unstructured.Unstructured) ([]write, error) {
+	var out []write
 	for _, secret := range desired.Secrets {
 		current, err := p.Cluster.Secret(ctx, secret.GetName())
 		if err != nil {
@@ -302,14 +422,25 @@ func changes(ctx context.Context, p Placement, desired *Objects, live *unstructu
 			return nil, adapter.Transient(ReasonHostedClusterConflict, fmt.Errorf("secret %s/%s exists and is not this cluster's (label %s=%q): "+
 				"left alone", p.Namespace, secret.GetName(), LabelClusterID, current.GetLabels()[LabelClusterID]))
 		}
-		if !sameHash(current, secret) {
-			out = append(out, secret)
+		if w, ok := changeOf(secret, current); ok {
+			out = append(out, w)
 		}
 	}
-	if !sameHash(live, desired.HostedCluster) {
-		out = append(out, desired.HostedCluster)
+	if w, ok := changeOf(desired.HostedCluster, live); ok {
+		out = append(out, w)
 	}
 	return out, nil
+}
+
+// changeOf says whether desired must be written over live, and how.
+func changeOf(desired, live *unstructured.Unstructured) (write, bool) {
+	if !sameHash(live, desired) {
+		return write{desired: desired, live: live}, true
+	}
+	if drift := driftOf(live, desired); len(drift) > 0 {
+		return write{desired: desired, live: live, drift: drift}, true
+	}
+	return write{}, false
 }
 
 // reapplyIsPaced reports whether a write to an existing HostedCluster (or its Secrets) is the applier's own doing
@@ -379,7 +510,8 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter
 	return out, err
 }
 
-// remove is Finalize on the management cluster p.
+// remove is Finalize on the management cluster p. Each delete carries the UID of the object that was checked to be
+// the cluster's, so that an object made in its place a moment later is not deleted instead.
 func (r *Reconciler) remove(ctx context.Context, obj *adapter.Object, p Placement) (adapter.Outcome, error) {
 	live, err := p.Cluster.HostedCluster(ctx, obj.Name)
 	if err != nil {
@@ -391,7 +523,7 @@ func (r *Reconciler) remove(ctx context.Context, obj *adapter.Object, p Placemen
 	}
 	if live != nil {
 		if live.GetDeletionTimestamp() == nil {
-			if err := p.Cluster.Delete(ctx, "HostedCluster", obj.Name); err != nil {
+			if err := p.Cluster.Delete(ctx, live); err != nil {
 				return adapter.Outcome{}, kubeError(err)
 			}
 		}
@@ -401,20 +533,18 @@ func (r *Reconciler) remove(ctx context.Context, obj *adapter.Object, p Placemen
 			RequeueAfter: r.progressInterval(),
 		}, nil
 	}
-	var spec api.ClusterSpec
-	pullSecret := obj.Name + "-pull-secret"
-	if json.Unmarshal(obj.Spec, &spec) == nil && spec.HostedCluster != nil {
-		pullSecret = (&Desired{Name: obj.Name, Spec: *spec.HostedCluster}).PullSecretName()
+	// Every Secret labelled with the cluster's id, whatever it was named by: the pull secret and SSH key of each
+	// naming the applier has used.
+	secrets, err := p.Cluster.Secrets(ctx, obj.ID)
+	if err != nil {
+		return adapter.Outcome{}, kubeError(err)
 	}
-	for _, name := range []string{pullSecret, obj.Name + "-ssh-key"} {
-		secret, err := p.Cluster.Secret(ctx, name)
-		if err != nil {
-			return adapter.Outcome{}, kubeError(err)
+	for _, secret := range secrets {
+		if secret.GetLabels()[LabelClusterID] != obj.ID {
+			continue
 		}
-		if secret != nil && secret.GetLabels()[LabelClusterID] == obj.ID {
-			if err := p.Cluster.Delete(ctx, "Secret", name); err != nil {
-				return adapter.Outcome{}, kubeError(err)
-			}
+		if err := p.Cluster.Delete(ctx, secret); err != nil {
+			return adapter.Outcome{}, kubeError(err)
 		}
 	}
 	return adapter.Outcome{
@@ -445,6 +575,8 @@ func failed(reason string, err error) adapter.Outcome {
 // an unreachable server) is retried with backoff.
 func kubeError(err error) error {
 	switch {
+	case errors.Is(err, ErrExists), errors.Is(err, ErrChanged):
+		return adapter.Transient(ReasonConcurrentChange, err)
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return adapter.Terminal(ReasonHostedClusterInvalid, err)
 	default:

@@ -59,6 +59,14 @@ const (
 	ReasonManagementClusterUnreachable = "ManagementClusterUnreachable"
 	// ReasonManagementClusterNotFound: the placement names a ManagementCluster the API does not have.
 	ReasonManagementClusterNotFound = "ManagementClusterNotFound"
+	// ReasonHostedClusterMissing (Available False): the HostedCluster the applier made is gone, or being deleted,
+	// and HyperFleet did not delete it. It is re-created only when the cluster's LabelRecreate asks (see
+	// recreateAsked): a new HostedCluster is a new control plane with a new etcd, and the old one's nodes are
+	// orphaned.
+	ReasonHostedClusterMissing = "HostedClusterMissing"
+	// ReasonConcurrentChange: an object changed between the applier's read and its write (a resourceVersion or
+	// UID precondition failed); the next try reads it again.
+	ReasonConcurrentChange = "ConcurrentChange"
 )
 
 // Condition types of the applier's report on a ManagementCluster, besides Available (True with the message
@@ -100,6 +108,12 @@ const (
 	// DataHeldReason says in one word why the cluster is not moving to the target: a rollout.Blocked* or Held*
 	// reason, or OutsideUpgradeWindow; empty when nothing holds it.
 	DataHeldReason = "held_reason"
+	// DataHostedClusterUID is the UID of the HostedCluster the applier made or adopted: carried from report to
+	// report, it is how the applier knows, after a restart too, that the cluster had one (see presenceOf).
+	DataHostedClusterUID = "hosted_cluster_uid"
+	// DataRecreateToken is the value of the cluster's LabelRecreate the applier last saw with a HostedCluster in
+	// place (or acted on): only another value asks for a re-creation.
+	DataRecreateToken = "recreate_token"
 )
 
 // Keys of the data of the applier's report on a ManagementCluster.

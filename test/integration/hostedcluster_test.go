@@ -202,7 +202,7 @@ func TestApplierCreatesRollsAndDeletesHostedClusters(t *testing.T) {
 	require.Equal(t, "Completed", st.Data[hostedcluster.DataUpgradeState])
 	require.Equal(t, "prod-east-admin-kubeconfig", st.Data[hostedcluster.DataKubeconfigSecret])
 	require.NotEmpty(t, st.Data[hostedcluster.DataAPIEndpoint])
-	pull, err := w.env.Clientset.CoreV1().Secrets(w.namespace).Get(ctxFor(t), "prod-east-pull-secret", metav1.GetOptions{})
+	pull, err := w.env.Clientset.CoreV1().Secrets(w.namespace).Get(ctxFor(t), c.Id.String()+"-pull-secret", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}`, string(pull.Data[".dockerconfigjson"]))
 
@@ -230,7 +230,7 @@ func TestApplierCreatesRollsAndDeletesHostedClusters(t *testing.T) {
 		return resp.StatusCode() == http.StatusNotFound
 	})
 	require.Nil(t, w.hostedCluster(t, "prod-east"), "the HostedCluster is gone")
-	_, err = w.env.Clientset.CoreV1().Secrets(w.namespace).Get(ctxFor(t), "prod-east-pull-secret", metav1.GetOptions{})
+	_, err = w.env.Clientset.CoreV1().Secrets(w.namespace).Get(ctxFor(t), c.Id.String()+"-pull-secret", metav1.GetOptions{})
 	require.Error(t, err, "the pull secret is gone too")
 }
 
