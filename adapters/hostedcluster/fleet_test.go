@@ -35,6 +35,8 @@ func TestPlacementOutcome(t *testing.T) {
 		{"not placed yet", "", ErrNotPlaced, conditions.False, ReasonWaitingForPlacement},
 		{"unreachable: what HyperShift does is unknown", "mc-a", fmt.Errorf("%w: mc-a: %w", ErrManagementClusterUnreachable, errors.New("dial tcp: refused")),
 			conditions.Unknown, ReasonManagementClusterUnreachable},
+		{"its cache stale: what HyperShift does is unknown", "mc-a", fmt.Errorf("%w: mc-a: %w", ErrCacheStale, errors.New("list HostedClusters: forbidden")),
+			conditions.Unknown, ReasonCacheStale},
 		{"no such management cluster", "mc-a", fmt.Errorf("%w: %q", ErrManagementClusterNotFound, "mc-a"), conditions.False, ReasonManagementClusterNotFound},
 		{"no credentials file", "mc-a", fmt.Errorf("%w: no file", ErrCredentialsNotFound), conditions.False, ReasonCredentialsNotFound},
 		{"not a kubeconfig", "mc-a", fmt.Errorf("%w: bad yaml", ErrCredentialsInvalid), conditions.False, ReasonCredentialsInvalid},

@@ -44,7 +44,9 @@ type kubeCluster struct {
 	secrets   cache.GenericLister
 	// hasSynced are the informers' HasSynced: true once each has listed the namespace.
 	hasSynced []cache.InformerSynced
-	log       *slog.Logger
+	// watches follow the informers' failures (Fresh).
+	watches []*watchHealth
+	log     *slog.Logger
 }
 
 // newKubeCluster builds the caches; onChange is called with a cluster id whenever HyperShift changes a
@@ -87,9 +89,31 @@ func newKubeCluster(client dynamic.Interface, namespace string, onChange func(cl
 	if err != nil {
 		return nil, fmt.Errorf("watch Secrets: %w", err)
 	}
+	for _, w := range []struct {
+		what     string
+		informer cache.SharedIndexInformer
+	}{{"HostedClusters in " + namespace, hcInformer.Informer()}, {"Secrets in " + namespace, secretInformer.Informer()}} {
+		h, err := newWatchHealth(w.what, w.informer, time.Now)
+		if err != nil {
+			return nil, err
+		}
+		k.watches = append(k.watches, h)
+	}
 	k.factories = []dynamicinformer.DynamicSharedInformerFactory{factory, secrets}
 	k.hasSynced = []cache.InformerSynced{hcInformer.Informer().HasSynced, secretInformer.Informer().HasSynced}
 	return k, nil
+}
+
+// Fresh returns nil while the watch caches follow the management cluster, and ErrCacheStale (with the watch's
+// error) once one has stopped: its reads would answer what it last saw as if it were now.
+func (k *kubeCluster) Fresh() error {
+	var errs []error
+	for _, w := range k.watches {
+		if err := w.stale(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // run starts the watches, which run until ctx ends, without waiting for them to list: until they have, reads are

@@ -51,7 +51,7 @@ func (r *managementClusters) Reconcile(ctx context.Context, obj *adapter.Object)
 	default:
 		st, flipped := m.probe(ctx)
 		r.fleet.probed(m, flipped)
-		obs.probe = st
+		obs.probe, obs.fresh = st, m.kube.Fresh()
 		if st.reachable && st.hyperShift {
 			// A new member's caches list first; the count is read from them, so wait for them a little.
 			syncCtx, cancel := context.WithTimeout(ctx, m.timeout)
@@ -84,6 +84,15 @@ type mcObservation struct {
 	probe       probeResult
 	synced      bool // the caches have listed its namespace
 	hosted      int  // when synced
+	fresh       error
+}
+
+// stale returns why the applier's caches of the management cluster do not follow it, or nil.
+func (o mcObservation) stale() error {
+	if o.probe.listErr != nil {
+		return o.probe.listErr
+	}
+	return o.fresh
 }
 
 // mcOutcome is the report on a management cluster: Reachable, HyperShiftInstalled, Available and the capacity
@@ -128,6 +137,10 @@ func mcOutcome(budget api.ManagementClusterCapacity, cp capacity.ControlPlane, o
 	}
 	out.Conditions = append(out.Conditions, conditions.Reported{Type: ConditionHyperShiftInstalled, Status: conditions.True,
 		Reason: ReasonHyperShiftInstalled, Message: gv + " serves " + hostedClustersGVR.Resource})
+	if err := o.stale(); err != nil {
+		out.Available = conditions.Reported{Status: conditions.False, Reason: ReasonCacheStale, Message: err.Error()}
+		return out
+	}
 	if !o.synced {
 		out.Available = conditions.Reported{Status: conditions.False, Reason: ReasonSyncing,
 			Message: "the watch of its HostedClusters has not listed them yet"}
@@ -144,7 +157,7 @@ func mcOutcome(budget api.ManagementClusterCapacity, cp capacity.ControlPlane, o
 // unreachable (Unknown: what HyperShift does there cannot be seen), or not usable at all. It is pure.
 func placementOutcome(name string, err error) adapter.Outcome {
 	out := adapter.Outcome{Available: conditions.Reported{Status: conditions.False, Reason: placementReason(err), Message: err.Error()}}
-	if errors.Is(err, ErrManagementClusterUnreachable) {
+	if errors.Is(err, ErrManagementClusterUnreachable) || errors.Is(err, ErrCacheStale) {
 		out.Available.Status = conditions.Unknown
 	}
 	if name != "" {
@@ -160,6 +173,8 @@ func placementReason(err error) string {
 		return ReasonWaitingForPlacement
 	case errors.Is(err, ErrManagementClusterUnreachable):
 		return ReasonManagementClusterUnreachable
+	case errors.Is(err, ErrCacheStale):
+		return ReasonCacheStale
 	case errors.Is(err, ErrManagementClusterNotFound):
 		return ReasonManagementClusterNotFound
 	case errors.Is(err, ErrCredentialsNotFound):

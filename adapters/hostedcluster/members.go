@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -119,8 +120,13 @@ func (f *fleet) Place(ctx context.Context, obj *adapter.Object) (Placement, erro
 	}
 	p := Placement{Name: name, Namespace: m.namespace, Cluster: m.kube}
 	// The caches would go on answering what they last saw: a member that does not answer is not used at all.
-	if st := m.state(); !st.reachable {
+	st := m.state()
+	if !st.reachable {
 		return p, fmt.Errorf("%w: %s: %w", ErrManagementClusterUnreachable, name, st.err)
+	}
+	// Nor one whose caches can no longer list what they hold (RBAC revoked, the CRD gone): they froze.
+	if st.listErr != nil {
+		return p, fmt.Errorf("%w: %s: %w", ErrCacheStale, name, st.listErr)
 	}
 	return p, nil
 }
@@ -337,9 +343,13 @@ func (f *fleet) probed(m *member, flipped bool) {
 	if !flipped {
 		return
 	}
-	if st := m.state(); st.reachable {
+	switch st := m.state(); {
+	case st.reachable && st.listErr != nil:
+		f.log.Warn("the applier cannot list HostedClusters on the management cluster: its clusters report "+ReasonCacheStale+" until it can",
+			slog.String("management_cluster", m.name), slog.Any("error", st.listErr))
+	case st.reachable:
 		f.log.Info("management cluster reachable again", slog.String("management_cluster", m.name))
-	} else {
+	default:
 		f.log.Warn("management cluster unreachable: its clusters report "+ReasonManagementClusterUnreachable+" until it answers",
 			slog.String("management_cluster", m.name), slog.Any("error", st.err))
 	}
@@ -422,6 +432,28 @@ func (f *fleet) drop(name string) {
 	}
 }
 
+// stale returns why the caches of some members do not follow their management clusters (their list forbidden,
+// their watch failing), or nil: the applier is not ready while it has such a member.
+func (f *fleet) stale() error {
+	f.mu.Lock()
+	members := make([]*member, 0, len(f.members))
+	for _, m := range f.members {
+		members = append(members, m)
+	}
+	f.mu.Unlock()
+	slices.SortFunc(members, func(a, b *member) int { return strings.Compare(a.name, b.name) })
+	var errs []error
+	for _, m := range members {
+		if st := m.state(); st.reachable && st.listErr != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrCacheStale, m.name, st.listErr))
+		}
+		if err := m.kube.Fresh(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // close stops every member; no member is built after it.
 func (f *fleet) close() {
 	f.mu.Lock()
@@ -454,6 +486,9 @@ type probeResult struct {
 	version   string
 	// hyperShift is whether hypershift.openshift.io/v1beta1 serves hostedclusters.
 	hyperShift bool
+	// listErr is why the applier may not list the namespace's HostedClusters, as its cache must: the watch
+	// that fills the cache goes on streaming after its rights are revoked, so only a new request tells.
+	listErr error
 }
 
 func (m *member) state() probeResult {
@@ -480,14 +515,17 @@ func (m *member) probe(ctx context.Context) (probeResult, bool) {
 	if err == nil {
 		res.reachable = true
 		res.hyperShift, err = m.servesHostedClusters(ctx)
-		if err != nil {
+		switch {
+		case err != nil:
 			res = probeResult{err: err}
+		case res.hyperShift:
+			res.listErr = m.mayListHostedClusters(ctx)
 		}
 	} else {
 		res.err = err
 	}
 	m.mu.Lock()
-	flipped := m.last.reachable != res.reachable
+	flipped := m.last.reachable != res.reachable || (m.last.listErr == nil) != (res.listErr == nil)
 	m.last = res
 	m.mu.Unlock()
 	return res, flipped
@@ -513,6 +551,17 @@ func (m *member) servesHostedClusters(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// mayListHostedClusters lists one HostedCluster of the member's namespace, as the cache's reflector would.
+func (m *member) mayListHostedClusters(ctx context.Context) error {
+	gv := hostedClustersGVR.GroupVersion()
+	err := m.probeClient.Get().AbsPath("/apis", gv.Group, gv.Version, "namespaces", m.namespace, hostedClustersGVR.Resource).
+		Param("limit", "1").Do(ctx).Error()
+	if err != nil {
+		return fmt.Errorf("list HostedClusters in %s: %w", m.namespace, err)
+	}
+	return nil
 }
 
 // loop probes every interval until ctx ends, calling probed after each probe with whether reachability changed:

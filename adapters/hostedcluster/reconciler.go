@@ -44,6 +44,20 @@ type ManagementCluster interface {
 	Delete(ctx context.Context, live *unstructured.Unstructured) error
 }
 
+// freshness is a ManagementCluster whose reads come from watch caches that may stop following it: Fresh returns
+// ErrCacheStale (wrapped) when they have.
+type freshness interface {
+	Fresh() error
+}
+
+// fresh returns why p's reads cannot be believed now, or nil.
+func fresh(p Placement) error {
+	if f, ok := p.Cluster.(freshness); ok {
+		return f.Fresh()
+	}
+	return nil
+}
+
 // Placement is the management cluster a cluster's HostedCluster lives on.
 type Placement struct {
 	// Name is the ManagementCluster's name; empty for the one management cluster of an applier given --kubeconfig.
@@ -206,6 +220,9 @@ func (r *Reconciler) reconcile(ctx context.Context, obj *adapter.Object) (adapte
 	}
 	p, err := r.placements().Place(ctx, obj)
 	if err != nil {
+		return r.unplaced(p, err)
+	}
+	if err := fresh(p); err != nil {
 		return r.unplaced(p, err)
 	}
 	out, err := r.apply(ctx, obj, &spec, p, stream, sched)
@@ -495,6 +512,10 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *adapter.Object) (adapter
 			Message: "never placed on a management cluster: nothing to delete"}, Finalized: true}, nil
 	}
 	if err != nil {
+		return r.unplaced(p, err)
+	}
+	// A stale cache could show the HostedCluster gone while it is not: the cluster would be finalized too soon.
+	if err := fresh(p); err != nil {
 		return r.unplaced(p, err)
 	}
 	out, err := r.remove(ctx, obj, p)

@@ -57,6 +57,10 @@ const (
 	// ReasonManagementClusterUnreachable (Available Unknown): the cluster's management cluster does not answer;
 	// what HyperShift does there cannot be seen.
 	ReasonManagementClusterUnreachable = "ManagementClusterUnreachable"
+	// ReasonCacheStale (Available Unknown; on a ManagementCluster, Available False): the applier's watch cache
+	// of the management cluster stopped following it (401, 403 or 404 on its list or watch, or a watch failing
+	// for longer than staleAfter): what it holds would be reported as fresh, so nothing is.
+	ReasonCacheStale = "ManagementClusterCacheStale"
 	// ReasonManagementClusterNotFound: the placement names a ManagementCluster the API does not have.
 	ReasonManagementClusterNotFound = "ManagementClusterNotFound"
 	// ReasonHostedClusterMissing (Available False): the HostedCluster the applier made is gone, or being deleted,
