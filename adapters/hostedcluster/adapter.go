@@ -169,6 +169,7 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
+	runner.AddReadinessCheck("management cluster cache", mgmt.Fresh)
 	sw, err := newSweeper(rt, o, runner, rec.Metrics, func() []sweepTarget { return []sweepTarget{{kube: mgmt}} }, log)
 	if err != nil {
 		return nil, err
@@ -213,6 +214,7 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 		wake:      runner.Wake,
 	}, runner.API(), log)
 	rec.Placements, rec.PlacementRetry = f, o.PlacementRetry
+	runner.AddReadinessCheck("management cluster caches", f.stale)
 	if err := rec.Check(); err != nil {
 		return nil, err
 	}
