@@ -5,8 +5,11 @@ SHELL := /bin/bash
 BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-# Every binary reads its version and build from internal/command.
-LDFLAGS   := -X github.com/hyperfleet/hyperfleet/internal/command.version=$(VERSION) -X github.com/hyperfleet/hyperfleet/internal/command.build=$(BUILD)
+# The commit's time, not the clock's: the same commit builds the same binaries, and the build cache keeps them.
+BUILD_TIME ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+# Every binary reads its version, build and build time from internal/command (GET /api/hyperfleet/metadata).
+LDFLAGS   := -X github.com/hyperfleet/hyperfleet/internal/command.version=$(VERSION) -X github.com/hyperfleet/hyperfleet/internal/command.build=$(BUILD) \
+	-X github.com/hyperfleet/hyperfleet/internal/command.buildTime=$(BUILD_TIME)
 GOTEST    ?= go test
 # Tools are built once into a cache outside the clone.
 TOOLS_DIR ?= $(HOME)/.cache/hyperfleet/tools

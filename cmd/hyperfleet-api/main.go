@@ -172,7 +172,7 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		}
 		o.cfg.RequiredAdapters = required
 	}
-	o.cfg.Version, o.cfg.Build = command.Version(), command.Build()
+	o.cfg.Version, o.cfg.Build, o.cfg.BuildTime = command.Version(), command.Build(), command.BuildTime()
 	return log, nil
 }
 

@@ -159,6 +159,8 @@ type Config struct {
 
 	Version string
 	Build   string
+	// BuildTime is when the binary was built, RFC 3339 ("" when the build did not stamp it).
+	BuildTime string
 }
 
 // kinds returns the kinds to serve.

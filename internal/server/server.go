@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	svc.Observe(domainMetrics)
 	httpCfg := httpapi.Config{
-		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
+		Version: cfg.Version, Build: cfg.Build, BuildTime: cfg.BuildTime, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		AdapterRateLimit: cfg.AdapterRateLimit, AdapterRateBurst: cfg.AdapterRateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
