@@ -30,7 +30,7 @@ func TestMigrateRenewsTheFeedEpoch(t *testing.T) {
 }
 
 // Only migrate writes the required adapters: serve refuses a database where they were never set, whether it is
-// given them or not, and one given others than the database's; `--required-adapters ''` sets none.
+// given them or not, and one given others than the database's; `--required-adapters ”` sets none.
 func TestDeployMigrateIsTheOnlyWriterOfRequiredAdapters(t *testing.T) {
 	dsn := harness.NewDatabase(t)
 	db := harness.OpenGorm(t, dsn)

@@ -141,7 +141,7 @@ func checkConnectionBudget(t *testing.T, objs []*unstructured.Unstructured) {
 		}
 	}
 	require.Positive(t, pool)
-	require.LessOrEqual(t, int(maxReplicas)*(pool+feedPoolConns), maxConnections-reservedConnections,
+	require.LessOrEqual(t, maxReplicas*(pool+feedPoolConns), maxConnections-reservedConnections,
 		"maxReplicas %d × (pool %d + feed %d) exceeds max_connections %d − %d reserved", maxReplicas, pool, feedPoolConns,
 		maxConnections, reservedConnections)
 }
