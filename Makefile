@@ -208,14 +208,14 @@ IMAGE ?= hyperfleet/hyperfleet:dev
 
 .PHONY: image
 image: ## Build the container image hyperfleet/hyperfleet:dev (IMAGE=…) with Docker; builder from the local Go toolchain
-	IMAGE=$(IMAGE) VERSION=$(VERSION) BUILD=$(BUILD) deploy/build-image.sh
+	IMAGE=$(IMAGE) VERSION=$(VERSION) BUILD=$(BUILD) BUILD_TIME=$(BUILD_TIME) deploy/build-image.sh
 
 .PHONY: db/setup
 db/setup: secrets ## Start a PostgreSQL container on localhost:5434 (DB_PORT) and migrate it
 	docker run -d --name $(DB_CONTAINER) -e POSTGRES_DB=hyperfleet -p 127.0.0.1:$(DB_PORT):5432 $(DB_IMAGE)
 	@for i in $$(seq 1 60); do pg_isready -q -h 127.0.0.1 -p $(DB_PORT) && break; sleep 0.5; done
 	@sleep 1
-	$(MAKE) build && $(BIN)/hyperfleet-api migrate
+	$(MAKE) build && $(BIN)/hyperfleet-api migrate --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: db/login
 db/login: ## Open psql on the database of make db/setup
