@@ -18,6 +18,7 @@ ARG GOPROXY
 COPY . .
 ARG VERSION=dev
 ARG BUILD=unknown
+ARG BUILD_TIME=
 # hyperfleet-dev is left out: it runs kube-apiserver and etcd from a developer's cache, which no pod has.
 # -s -w drops the symbol table and DWARF (about 30 % of the size); panics keep their stack traces.
 RUN --mount=type=cache,target=/cache/mod --mount=type=cache,target=/cache/go-build \
@@ -25,7 +26,7 @@ RUN --mount=type=cache,target=/cache/mod --mount=type=cache,target=/cache/go-bui
     if [ -z "${GOPROXY:-}" ]; then unset GOPROXY; fi; \
     pkgs=$(go list -e ./cmd/... | grep -v '/cmd/hyperfleet-dev$'); \
     mkdir -p /rootfs/usr/local/bin /rootfs/etc/ssl/certs /rootfs/tmp /home-nonroot; \
-    go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/hyperfleet/hyperfleet/internal/command.version=${VERSION} -X github.com/hyperfleet/hyperfleet/internal/command.build=${BUILD}" \
+    go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/hyperfleet/hyperfleet/internal/command.version=${VERSION} -X github.com/hyperfleet/hyperfleet/internal/command.build=${BUILD} -X github.com/hyperfleet/hyperfleet/internal/command.buildTime=${BUILD_TIME}" \
         -o /rootfs/usr/local/bin/ $pkgs; \
     cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/; \
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \

@@ -5,8 +5,11 @@ SHELL := /bin/bash
 BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILD     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-# Every binary reads its version and build from internal/command.
-LDFLAGS   := -X github.com/hyperfleet/hyperfleet/internal/command.version=$(VERSION) -X github.com/hyperfleet/hyperfleet/internal/command.build=$(BUILD)
+# The commit's time, not the clock's: the same commit builds the same binaries, and the build cache keeps them.
+BUILD_TIME ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+# Every binary reads its version, build and build time from internal/command (GET /api/hyperfleet/metadata).
+LDFLAGS   := -X github.com/hyperfleet/hyperfleet/internal/command.version=$(VERSION) -X github.com/hyperfleet/hyperfleet/internal/command.build=$(BUILD) \
+	-X github.com/hyperfleet/hyperfleet/internal/command.buildTime=$(BUILD_TIME)
 GOTEST    ?= go test
 # Tools are built once into a cache outside the clone.
 TOOLS_DIR ?= $(HOME)/.cache/hyperfleet/tools
@@ -214,14 +217,14 @@ IMAGE ?= hyperfleet/hyperfleet:dev
 
 .PHONY: image
 image: ## Build the container image hyperfleet/hyperfleet:dev (IMAGE=…) with Docker; builder from the local Go toolchain
-	IMAGE=$(IMAGE) VERSION=$(VERSION) BUILD=$(BUILD) deploy/build-image.sh
+	IMAGE=$(IMAGE) VERSION=$(VERSION) BUILD=$(BUILD) BUILD_TIME=$(BUILD_TIME) deploy/build-image.sh
 
 .PHONY: db/setup
 db/setup: secrets ## Start a PostgreSQL container on localhost:5434 (DB_PORT) and migrate it
 	docker run -d --name $(DB_CONTAINER) -e POSTGRES_DB=hyperfleet -p 127.0.0.1:$(DB_PORT):5432 $(DB_IMAGE)
 	@for i in $$(seq 1 60); do pg_isready -q -h 127.0.0.1 -p $(DB_PORT) && break; sleep 0.5; done
 	@sleep 1
-	$(MAKE) build && $(BIN)/hyperfleet-api migrate
+	$(MAKE) build && $(BIN)/hyperfleet-api migrate --required-adapters '$(REQUIRED_ADAPTERS)'
 
 .PHONY: db/login
 db/login: ## Open psql on the database of make db/setup

@@ -11,6 +11,7 @@
 # Environment:
 #   IMAGE                 image to build (default hyperfleet/hyperfleet:dev)
 #   VERSION, BUILD        stamped into the binaries (default: git describe, short commit)
+#   BUILD_TIME            stamped too (default: the commit's time, UTC, so the same commit builds the same image)
 #   GO_IMAGE              builder image to use instead of the local one, e.g. golang:1.26-bookworm
 #   HYPERFLEET_CACHE_DIR  where the busybox package and the builder's staging dirs live, outside the clone
 #                         (default ${XDG_CACHE_HOME:-$HOME/.cache}/hyperfleet)
@@ -56,6 +57,7 @@ export DOCKER_BUILDKIT=1
 
 version=${VERSION:-$(git -C "$root" describe --tags --always --dirty 2>/dev/null || echo dev)}
 build=${BUILD:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+build_time=${BUILD_TIME:-$(TZ=UTC git -C "$root" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || true)}
 
 # local_builder makes (or finds) the builder image from the host's toolchain and prints its name.
 local_builder() {
@@ -141,7 +143,7 @@ started=$SECONDS
 log "building $image ($version, $build) with builder $go_image"
 old_id=$("$docker" image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 "$docker" build --progress=plain \
-	--build-arg "GO_IMAGE=$go_image" --build-arg "VERSION=$version" --build-arg "BUILD=$build" \
+	--build-arg "GO_IMAGE=$go_image" --build-arg "VERSION=$version" --build-arg "BUILD=$build" --build-arg "BUILD_TIME=$build_time" \
 	--build-arg "GOPROXY=$(go env GOPROXY 2>/dev/null || true)" \
 	--label "org.opencontainers.image.version=$version" --label "org.opencontainers.image.revision=$build" \
 	-t "$image" "$root" >&2

@@ -31,7 +31,8 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hyperfleet-api:", err)
-		if errors.Is(err, postgres.ErrSchemaOutdated) {
+		// 3: the database needs `hyperfleet-api migrate` (its schema, or its required adapters).
+		if errors.Is(err, postgres.ErrSchemaOutdated) || errors.Is(err, server.ErrRequiredAdaptersUnset) {
 			os.Exit(3)
 		}
 		os.Exit(1)
@@ -171,7 +172,7 @@ func (o *options) finish(cmd *cobra.Command) (*slog.Logger, error) {
 		}
 		o.cfg.RequiredAdapters = required
 	}
-	o.cfg.Version, o.cfg.Build = command.Version(), command.Build()
+	o.cfg.Version, o.cfg.Build, o.cfg.BuildTime = command.Version(), command.Build(), command.BuildTime()
 	return log, nil
 }
 
@@ -246,7 +247,8 @@ func newServeCommand(o *options) *cobra.Command {
 		"(GOMEMLIMIT in the environment wins; 0 for none)")
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 above)")
 	fs.StringArrayVar(&o.requiredAdapters, "required-adapters", nil, "adapters that must report per kind, e.g. cluster=hostedcluster-applier;nodepool=hivelocity-provisioner (repeatable); "+
-		"must agree with the database's, which the first replica sets (default: the database's)")
+		"checked against the database's, which only migrate sets: serve refuses to start when they differ (default: serve the database's; "+
+		"with --embedded-db serve migrates the database itself and sets them)")
 	fs.DurationVar(&o.cfg.EventsRetention, "events-retention", 24*time.Hour,
 		"how long the change feed keeps events; a watcher further behind gets 410 and lists again")
 	fs.DurationVar(&o.cfg.HistoryRetention, "history-retention", 90*24*time.Hour,
@@ -294,9 +296,11 @@ func newMigrateCommand() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply database migrations (idempotent; replicas may run it together); set the required adapters",
 		Long: `Applies the database migrations. With --required-adapters it also sets which adapters must report on each
-kind, for the whole database: serving replicas notice within --required-adapters-check, drain and exit, and
-started again re-aggregate every resource for the new set. A deleting resource that no adapter of the new set
-still has to finalize is then removed, and each such removal is logged.
+kind, for the whole database; it is the only writer of them (serve reads and checks them, and refuses to start on
+a database where they were never set: --required-adapters '' requires none). Serving replicas notice a change
+within --required-adapters-check, drain and exit, and started again re-aggregate every resource for the new set.
+A deleting resource that no adapter of the new set still has to finalize is then removed, and each such removal
+is logged. Run without the flag, migrate leaves them as they are.
 
 With --renew-feed-epoch it gives the change feed a new epoch. Run it after restoring the database from a backup,
 or after failing over to a replica that may lack the last commits: the feed then hands out sequence numbers it

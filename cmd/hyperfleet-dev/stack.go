@@ -211,8 +211,10 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 		})
 		migrateDeps = []string{compPostgres}
 	}
-	add(supervisor.Spec{Name: compMigrate, Command: s.bin("hyperfleet-api"), Args: []string{"migrate", "--db-url", s.dsn},
-		Env: env, Job: true, DependsOn: migrateDeps})
+	// migrate sets the required adapters, as a deployment's migrate Job does; serve only checks them.
+	add(supervisor.Spec{Name: compMigrate, Command: s.bin("hyperfleet-api"),
+		Args: []string{"migrate", "--db-url", s.dsn, "--required-adapters", s.cfg.requiredAdapters},
+		Env:  env, Job: true, DependsOn: migrateDeps})
 	apiArgs := []string{"serve", "--db-url", s.dsn, "--api-server-bindaddress", s.cfg.apiAddr,
 		"--health-server-bindaddress", s.cfg.healthAddr, "--metrics-server-bindaddress", s.cfg.metricsAddr,
 		"--required-adapters", s.cfg.requiredAdapters, "--shutdown-timeout", "5s"}

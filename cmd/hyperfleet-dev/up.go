@@ -112,7 +112,7 @@ func (c *upConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.apiAddr, "api-address", c.apiAddr, "hyperfleet-api's API listener (the adapters and the seed follow it)")
 	fs.StringVar(&c.healthAddr, "health-address", c.healthAddr, "hyperfleet-api's health listener")
 	fs.StringVar(&c.metricsAddr, "metrics-address", c.metricsAddr, "hyperfleet-api's metrics listener")
-	fs.StringVar(&c.requiredAdapters, "required-adapters", c.requiredAdapters, "serve --required-adapters")
+	fs.StringVar(&c.requiredAdapters, "required-adapters", c.requiredAdapters, "migrate sets them, serve checks them (--required-adapters)")
 
 	fs.StringVar(&c.kubeAssets, "kube-assets", c.kubeAssets, "directory with etcd and kube-apiserver ($KUBEBUILDER_ASSETS; make k8s-assets)")
 	fs.StringVar(&c.kubeAssetsBuild, "kube-assets-build", c.kubeAssetsBuild, "script that builds the kube assets when they are missing, run before kube (make run: cmd/hyperfleet-dev/k8sassets/build.sh)")

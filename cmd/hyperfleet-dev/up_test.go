@@ -419,6 +419,11 @@ func TestFleetMode(t *testing.T) {
 		"nodepool":          {compProvisioner},
 		"managementcluster": {compApplier},
 	}, required)
+	// migrate is the one writer of the required adapters; serve, given the same, only checks them.
+	migrated, _ := flag(specs[compMigrate].Args, "--required-adapters")
+	served, _ := flag(specs[compAPI].Args, "--required-adapters")
+	require.Equal(t, cfg.requiredAdapters, migrated, "the migrate job sets the required adapters")
+	require.Equal(t, cfg.requiredAdapters, served)
 	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	require.NoError(t, err)
 	require.Contains(t, string(makefile), "\nREQUIRED_ADAPTERS ?= "+cfg.requiredAdapters+"\n", "make run passes the same adapters")

@@ -23,12 +23,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// version and build are set by the linker for every binary of the project (make build, the Dockerfile):
-// -X github.com/hyperfleet/hyperfleet/internal/command.version=… and ….build=…. They are the only package variables
-// of the project's code, and nothing assigns them.
+// version, build and buildTime are set by the linker for every binary of the project (make build, the
+// Dockerfile): -X github.com/hyperfleet/hyperfleet/internal/command.version=…, ….build=… and ….buildTime=…. They
+// are the only package variables of the project's code, and nothing assigns them.
 var (
-	version = "dev"
-	build   = "unknown"
+	version   = "dev"
+	build     = "unknown"
+	buildTime = ""
 )
 
 // Version is the version the binary was built as ("dev" unless the build stamped one).
@@ -36,6 +37,10 @@ func Version() string { return version }
 
 // Build is the commit the binary was built from ("unknown" unless the build stamped one).
 func Build() string { return build }
+
+// BuildTime is when the binary was built, RFC 3339 in UTC, or "" when the build did not stamp it (go build and
+// go test do not).
+func BuildTime() string { return buildTime }
 
 // EnvPrefix starts the name of the environment variable of every flag: --db-url is HYPERFLEET_DB_URL.
 const EnvPrefix = "HYPERFLEET_"

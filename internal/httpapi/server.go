@@ -25,7 +25,16 @@ import (
 )
 
 // BasePath is where the API lives.
-const BasePath = "/api/hyperfleet/v1"
+const BasePath = APIRoot + "/" + APIVersion
+
+// APIRoot is where every version of the API and the service's metadata are served.
+const APIRoot = "/api/hyperfleet"
+
+// APIVersion is the one version of the API this server serves, at BasePath.
+const APIVersion = "v1"
+
+// MetadataPath serves the service's metadata (upstream HyperFleet's path, outside any API version).
+const MetadataPath = APIRoot + "/metadata"
 
 // Service is what the handlers need of the domain.
 type Service interface {
@@ -42,8 +51,11 @@ type Service interface {
 
 // Config tunes the HTTP edge.
 type Config struct {
-	Version      string // reported by GET /api/hyperfleet/v1
-	Build        string
+	Version string // reported by GET /api/hyperfleet/v1 and GET /api/hyperfleet/metadata
+	Build   string
+	// BuildTime is when the binary was built, RFC 3339 ("" when the build did not stamp it): GET
+	// /api/hyperfleet/metadata's build_timestamp.
+	BuildTime    string
 	MaxBodyBytes int64
 	OpenAPIYAML  []byte // the public document served at /openapi
 	OpenAPIJSON  []byte
@@ -137,6 +149,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		writeError(w, r, s.log, &resource.Error{Code: resource.CodeMethodNotAllowed, Message: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
 	}))
 	r.HandleFunc(BasePath, s.apiInfo).Methods(http.MethodGet)
+	r.HandleFunc(MetadataPath, s.metadata).Methods(http.MethodGet)
 	r.HandleFunc("/openapi", s.openAPI).Methods(http.MethodGet)
 	// Swagger UI from assets embedded in the binary (no CDN), reading the public document above.
 	ui := v5emb.New("HyperFleet API", "/openapi?format=json", "/openapi-ui/")
@@ -177,7 +190,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 	}
 	s.routeTenants(resources)
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
-	// so the version, the OpenAPI document and the UI stay public.
+	// so the version, the metadata, the OpenAPI document and the UI stay public (as upstream's metadata is).
 	r.Use(s.observe)
 	resources.Use(s.authenticate, s.rateLimit, s.limitBody)
 	s.router = r
@@ -193,13 +206,13 @@ type Route struct {
 	Path   string
 }
 
-// Routes returns every method and path template the server answers under BasePath, which is what
+// Routes returns every method and path template the server answers under APIRoot, which is what
 // openapi/openapi.yaml describes; tests check that the two are the same set.
 func (s *Handler) Routes() ([]Route, error) {
 	var out []Route
 	err := s.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		path, err := route.GetPathTemplate()
-		if err != nil || !strings.HasPrefix(path, BasePath) {
+		if err != nil || !strings.HasPrefix(path, APIRoot+"/") {
 			return nil //nolint:nilerr // a route without a path template (a prefix) is not an operation
 		}
 		methods, err := route.GetMethods()
@@ -305,6 +318,17 @@ func (s *Handler) allow(action auth.Action, h http.HandlerFunc) http.Handler {
 
 func (s *Handler) apiInfo(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, api.APIInfo{Kind: "API", Version: s.cfg.Version, Build: s.cfg.Build})
+}
+
+// metadata answers upstream HyperFleet's GET /api/hyperfleet/metadata: the service, its build and the API
+// versions it serves. A build time that does not parse (a hand-made -ldflags) is left out rather than failing
+// the request; the version and commit still say what runs.
+func (s *Handler) metadata(w http.ResponseWriter, r *http.Request) {
+	md := api.Metadata{Service: "hyperfleet-api", Version: s.cfg.Version, ApiVersions: []string{APIVersion}, GitSha: s.cfg.Build}
+	if t, err := time.Parse(time.RFC3339, s.cfg.BuildTime); err == nil {
+		md.BuildTimestamp = &t
+	}
+	s.respond(w, r, http.StatusOK, md)
 }
 
 func (s *Handler) openAPI(w http.ResponseWriter, r *http.Request) {

@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// requiredLockKey serialises the agreement on required adapters among replicas starting together.
+// requiredLockKey serialises migrate runs that set the required adapters together.
 const requiredLockKey = 0x48465241 // "HFRA"
 
 // RequiredAdapters maps a kind (as resource.Descriptor.Kind spells it) to the adapters that must report on its
@@ -53,25 +53,6 @@ func LoadRequiredAdapters(ctx context.Context, db *gorm.DB) (RequiredAdapters, e
 		out[r.Kind] = adapters
 	}
 	return out, nil
-}
-
-// AgreeRequiredAdapters returns the database's required adapters, first storing want for the kinds when the
-// database has none yet, so that the first replica to start sets them and every later one is held to them.
-func AgreeRequiredAdapters(ctx context.Context, db *gorm.DB, kinds []string, want RequiredAdapters) (RequiredAdapters, error) {
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", requiredLockKey).Error; err != nil {
-			return fmt.Errorf("lock required adapters: %w", err)
-		}
-		stored, err := LoadRequiredAdapters(ctx, tx)
-		if err != nil || stored != nil {
-			return err
-		}
-		return writeRequired(tx, kinds, want)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return LoadRequiredAdapters(ctx, db)
 }
 
 // SetRequiredAdapters replaces the database's required adapters with want (a kind of kinds that want does not

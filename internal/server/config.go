@@ -104,9 +104,10 @@ type Config struct {
 	// per-identity ones; it is reloaded when it changes. Empty: tenants are not limited as such.
 	RateLimitsFile string
 
-	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what serve expects the
-	// database to hold (the first replica on a database sets it; a replica that disagrees does not start) and
-	// what migrate sets. nil: not given, serve uses the database's.
+	// RequiredAdapters per kind name, e.g. {"Cluster": ["hostedcluster-applier"]}: what migrate sets, and what
+	// serve expects the database to hold (a replica that disagrees does not start; serve never writes them, but
+	// on the embedded database, which it migrates itself). nil: not given; migrate leaves the database's as they
+	// are and serve uses them. Empty: none.
 	RequiredAdapters map[string][]string
 	// EventsRetention and EventsMax bound the change feed: events older, or further behind the newest, are
 	// removed (a watcher behind them must list again). 0 takes the default (24 h, 1,000,000).
@@ -158,6 +159,8 @@ type Config struct {
 
 	Version string
 	Build   string
+	// BuildTime is when the binary was built, RFC 3339 ("" when the build did not stamp it).
+	BuildTime string
 }
 
 // kinds returns the kinds to serve.

@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	if err != nil {
 		return nil, fmt.Errorf("load openapi document: %w", err)
 	}
-	set, err := s.agreeRequiredAdapters(ctx, doc)
+	set, err := s.checkRequiredAdapters(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 	}
 	svc.Observe(domainMetrics)
 	httpCfg := httpapi.Config{
-		Version: cfg.Version, Build: cfg.Build, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
+		Version: cfg.Version, Build: cfg.Build, BuildTime: cfg.BuildTime, MaxBodyBytes: cfg.MaxBodyBytes, OpenAPIYAML: publicYAML, OpenAPIJSON: publicJSON,
 		Authorize: cfg.EnableAuthz, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 		AdapterRateLimit: cfg.AdapterRateLimit, AdapterRateBurst: cfg.AdapterRateBurst,
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
@@ -411,6 +411,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // database's, or when the database's changed while it served.
 var ErrRequiredAdapters = errors.New("required adapters differ from the database's")
 
+// ErrRequiredAdaptersUnset is returned (wrapped) when serve finds a database whose required adapters were never
+// set: only `hyperfleet-api migrate --required-adapters` (the migrate Job) sets them.
+var ErrRequiredAdaptersUnset = errors.New("the database's required adapters were never set")
+
 // requiredOf returns the required adapters of set's kinds as the database records them, and the kinds' names.
 func requiredOf(set *kinds.Set) (postgres.RequiredAdapters, []string) {
 	want, names := postgres.RequiredAdapters{}, make([]string, len(set.All))
@@ -421,18 +425,33 @@ func requiredOf(set *kinds.Set) (postgres.RequiredAdapters, []string) {
 	return want, names
 }
 
-// agreeRequiredAdapters settles which adapters each kind requires: the database's, which the first replica to
-// start on it sets from its flags. A replica given other ones does not start, since two replicas aggregating for
-// different sets would flip every resource's status between them.
-func (s *Server) agreeRequiredAdapters(ctx context.Context, doc *schema.Document) (*kinds.Set, error) {
+// checkRequiredAdapters returns the kinds with the database's required adapters, which serve reads and never
+// writes: migrate sets them, once per change, so that changing them restarts no replica but through that one
+// write. A replica given --required-adapters checks them against the database's and does not start when they
+// differ, since two replicas aggregating for different sets would flip every resource's status between them.
+// The embedded database is the exception: serve migrates it itself, so it also sets them there, as migrate would.
+func (s *Server) checkRequiredAdapters(ctx context.Context, doc *schema.Document) (*kinds.Set, error) {
 	given, err := kinds.Build(doc, s.cfg.kinds(), s.cfg.RequiredAdapters)
 	if err != nil {
 		return nil, err
 	}
-	want, names := requiredOf(given)
-	stored, err := postgres.AgreeRequiredAdapters(ctx, s.db, names, want)
+	want, _ := requiredOf(given)
+	if s.embedded != nil && s.cfg.RequiredAdapters != nil {
+		if err := s.setRequiredAdapters(ctx); err != nil {
+			return nil, err
+		}
+	}
+	stored, err := postgres.LoadRequiredAdapters(ctx, s.db)
 	if err != nil {
 		return nil, err
+	}
+	if stored == nil {
+		hint := "kind=adapter,…;…"
+		if s.cfg.RequiredAdapters != nil {
+			hint = strings.TrimSuffix(describeRequired(want), "(none)")
+		}
+		return nil, fmt.Errorf("%w: run `hyperfleet-api migrate --required-adapters '%s'` on it first (deploy/'s hyperfleet-migrate Job does; "+
+			"`--required-adapters ''` requires none); serve only reads them", ErrRequiredAdaptersUnset, hint)
 	}
 	if s.cfg.RequiredAdapters != nil && !want.Equal(stored) {
 		return nil, fmt.Errorf("%w: this replica was started with --required-adapters %s, the database requires %s; "+

@@ -21,6 +21,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
+// migrateFor sets the database's required adapters (none) as the migrate Job would: serve only reads them.
+func migrateFor(tb testing.TB, cfg Config) {
+	tb.Helper()
+	cfg.RequiredAdapters = map[string][]string{}
+	require.NoError(tb, RunMigrations(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil))))
+}
+
 func TestListenersServeHTTPSWhereEnabled(t *testing.T) {
 	certFile, keyFile := writeSelfSigned(t, t.TempDir(), "hyperfleet-test")
 	cfg := Config{
@@ -29,6 +36,7 @@ func TestListenersServeHTTPSWhereEnabled(t *testing.T) {
 		DB:          DBConfig{URL: harness.NewDatabase(t), SSLMode: "disable"},
 		EnableHTTPS: true, EnableHealthHTTPS: true, HTTPSCertFile: certFile, HTTPSKeyFile: keyFile,
 	}
+	migrateFor(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)
@@ -87,6 +95,7 @@ func TestRequestsAreTracedToTheOTLPEndpoint(t *testing.T) {
 		ShutdownTimeout: 5 * time.Second, MaxBodyBytes: 1 << 20, DB: DBConfig{URL: harness.NewDatabase(t), SSLMode: "disable"},
 		EnableTracing: true, OTLPEndpoint: collector.URL + "/v1/traces", TraceSampleRatio: 1,
 	}
+	migrateFor(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.NoError(t, err)

@@ -1046,6 +1046,28 @@ type ManagementClusterCredentials struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
+// Metadata defines model for Metadata.
+type Metadata struct {
+	// ApiVersions the versions of the API it serves, each at /api/hyperfleet/<version>
+	ApiVersions []string `json:"api_versions"`
+
+	// BuildTimestamp when it was built (make build and the image stamp the commit's time, so that a commit always builds the same binary); absent when the build did not stamp one
+	BuildTimestamp *time.Time `json:"build_timestamp,omitempty"`
+
+	// GitSha the commit it was built from ("unknown" unless the build stamped one)
+	//
+	// Example: a1b2c3d
+	GitSha string `json:"git_sha"`
+
+	// Service Example: hyperfleet-api
+	Service string `json:"service"`
+
+	// Version the version it was built as ("dev" unless the build stamped one)
+	//
+	// Example: v1.2.3
+	Version string `json:"version"`
+}
+
 // NodePool defines model for NodePool.
 type NodePool struct {
 	// AdapterStatuses Only in a list asked with `statuses=`: the named adapters' reports on the resource, those that have
@@ -3051,6 +3073,14 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetMetadata The service, its version, the API versions it serves, and the commit and time it was built from
+	//
+	// Public, like the API's version: what a deployment runs, for operators and tooling. Upstream HyperFleet
+	// serves the same document at the same path.
+	//
+	// Corresponds with GET /api/hyperfleet/metadata (the `GetMetadata` operationId).
+	GetMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetAPIInfo API version and build
 	//
 	// Corresponds with GET /api/hyperfleet/v1 (the `GetAPIInfo` operationId).
@@ -3700,6 +3730,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
 	PutVersionStreamStatus(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetMetadata The service, its version, the API versions it serves, and the commit and time it was built from
+//
+// Public, like the API's version: what a deployment runs, for operators and tooling. Upstream HyperFleet
+// serves the same document at the same path.
+//
+// Corresponds with GET /api/hyperfleet/metadata (the `GetMetadata` operationId).
+func (c *Client) GetMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMetadataRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetAPIInfo API version and build
@@ -5170,6 +5218,33 @@ func (c *Client) PutVersionStreamStatus(ctx context.Context, versionstreamId Ver
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetMetadataRequest constructs an http.Request for the GetMetadata method
+func NewGetMetadataRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/metadata")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetAPIInfoRequest constructs an http.Request for the GetAPIInfo method
@@ -9115,6 +9190,16 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetMetadataWithResponse The service, its version, the API versions it serves, and the commit and time it was built from
+	//
+	// Public, like the API's version: what a deployment runs, for operators and tooling. Upstream HyperFleet
+	// serves the same document at the same path.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/metadata (the `GetMetadata` operationId).
+	GetMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetadataResponse, error)
+
 	// GetAPIInfoWithResponse API version and build
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9834,6 +9919,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/hyperfleet/v1/versionstreams/{versionstream_id}/statuses (the `PutVersionStreamStatus` operationId).
 	PutVersionStreamStatusWithResponse(ctx context.Context, versionstreamId VersionstreamId, body PutVersionStreamStatusJSONRequestBody, reqEditors ...RequestEditorFn) (*PutVersionStreamStatusResponse, error)
+}
+
+type GetMetadataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Metadata
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMetadataResponse) GetJSON200() *Metadata {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMetadataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMetadataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMetadataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMetadataResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type GetAPIInfoResponse struct {
@@ -13670,6 +13796,22 @@ func (r PutVersionStreamStatusResponse) ContentType() string {
 	return ""
 }
 
+// GetMetadataWithResponse The service, its version, the API versions it serves, and the commit and time it was built from
+//
+// Public, like the API's version: what a deployment runs, for operators and tooling. Upstream HyperFleet
+// serves the same document at the same path.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/metadata (the `GetMetadata` operationId).
+func (c *ClientWithResponses) GetMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetadataResponse, error) {
+	rsp, err := c.GetMetadata(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMetadataResponse(rsp)
+}
+
 // GetAPIInfoWithResponse API version and build
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14880,6 +15022,32 @@ func (c *ClientWithResponses) PutVersionStreamStatusWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParsePutVersionStreamStatusResponse(rsp)
+}
+
+// ParseGetMetadataResponse parses an HTTP response from a GetMetadataWithResponse call
+func ParseGetMetadataResponse(rsp *http.Response) (*GetMetadataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMetadataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Metadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseGetAPIInfoResponse parses an HTTP response from a GetAPIInfoWithResponse call

@@ -28,6 +28,9 @@ type Server struct {
 // limit, 20 database connections without TLS, version "test". cfg.DB.URL is required. The server's log is
 // discarded unless HYPERFLEET_TEST_LOG is set.
 //
+// Before serving, Start runs migrate on the database as a deployment's migrate Job would, since serve only reads
+// the required adapters: it sets cfg.RequiredAdapters, or none when they are nil.
+//
 // A test that dials the server should close its idle connections in a Cleanup registered after Start (so that
 // it runs before the server drains): a connection dialed but never used holds the drain for its timeout.
 func Start(tb testing.TB, cfg server.Config) *Server {
@@ -50,6 +53,11 @@ func Start(tb testing.TB, cfg server.Config) *Server {
 	if os.Getenv("HYPERFLEET_TEST_LOG") != "" {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	migrateCfg := cfg
+	if migrateCfg.RequiredAdapters == nil {
+		migrateCfg.RequiredAdapters = map[string][]string{}
+	}
+	require.NoError(tb, server.RunMigrations(context.Background(), migrateCfg, log), "migrate, as the migrate Job would")
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {

@@ -54,30 +54,7 @@ func TestManifestsApplyToKubeAPIServer(t *testing.T) {
 	}
 
 	var warnings warningRecorder
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = &warnings
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Clientset.Discovery()))
-	resource := func(t *testing.T, obj *unstructured.Unstructured) dynamic.ResourceInterface {
-		t.Helper()
-		gvk := obj.GroupVersionKind()
-		var m *meta.RESTMapping
-		// Discovery shows a new CRD's kind a moment after its resource is served.
-		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if meta.IsNoMatchError(err) {
-				mapper.Reset()
-				return false, nil
-			}
-			return true, err
-		})
-		require.NoError(t, err, "the API server does not serve %s", gvk)
-		if obj.GetNamespace() == "" {
-			return dyn.Resource(m.Resource)
-		}
-		return dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-	}
+	resource := resourceClient(t, env, &warnings)
 
 	// HyperShift's namespace is the operator's to create (deploy/management-cluster says why); ours is in the
 	// manifests, labelled for Pod Security admission, so it is created from them.
@@ -88,18 +65,7 @@ func TestManifestsApplyToKubeAPIServer(t *testing.T) {
 		require.NoError(t, err, "creating namespace %s", ns.GetName())
 	}
 
-	for _, obj := range objs {
-		if obj.GetKind() == "Namespace" {
-			continue
-		}
-		t.Run(obj.GetKind()+"/"+obj.GetName(), func(t *testing.T) {
-			warnings.reset()
-			_, err := resource(t, obj).Create(t.Context(), obj, metav1.CreateOptions{
-				DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
-			require.NoError(t, err)
-			require.Empty(t, warnings.get(), "the API server's warnings (Pod Security admission's among them)")
-		})
-	}
+	dryRunCreate(t, resource, &warnings, objs)
 
 	t.Run("the applier's ServiceAccount may do what its Role allows", func(t *testing.T) {
 		for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
@@ -145,6 +111,56 @@ func TestManifestsApplyToKubeAPIServer(t *testing.T) {
 			}
 		}
 	})
+}
+
+// resourceClient returns a function that gives the dynamic client of an object's resource (namespaced when the
+// object is), on a connection whose warnings go to warnings.
+func resourceClient(tb testing.TB, env *kubeenv.Env, warnings *warningRecorder) func(*testing.T, *unstructured.Unstructured) dynamic.ResourceInterface {
+	tb.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(tb, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Clientset.Discovery()))
+	return func(t *testing.T, obj *unstructured.Unstructured) dynamic.ResourceInterface {
+		t.Helper()
+		gvk := obj.GroupVersionKind()
+		var m *meta.RESTMapping
+		// Discovery shows a new CRD's kind a moment after its resource is served.
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			var err error
+			m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if meta.IsNoMatchError(err) {
+				mapper.Reset()
+				return false, nil
+			}
+			return true, err
+		})
+		require.NoError(t, err, "the API server does not serve %s", gvk)
+		if obj.GetNamespace() == "" {
+			return dyn.Resource(m.Resource)
+		}
+		return dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	}
+}
+
+// dryRunCreate creates each object but namespaces with a server-side dry run, strict field validation, and no
+// warning from the API server (Pod Security admission's among them) allowed.
+func dryRunCreate(t *testing.T, resource func(*testing.T, *unstructured.Unstructured) dynamic.ResourceInterface,
+	warnings *warningRecorder, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, obj := range objs {
+		if obj.GetKind() == "Namespace" {
+			continue
+		}
+		t.Run(obj.GetKind()+"/"+obj.GetName(), func(t *testing.T) {
+			warnings.reset()
+			_, err := resource(t, obj).Create(t.Context(), obj, metav1.CreateOptions{
+				DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+			require.NoError(t, err)
+			require.Empty(t, warnings.get(), "the API server's warnings (Pod Security admission's among them)")
+		})
+	}
 }
 
 // kinds returns the objects of a kind.

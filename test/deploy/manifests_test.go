@@ -22,7 +22,8 @@ func TestKustomizationsBuild(t *testing.T) {
 		wantKinds []string
 	}{
 		{dir: ".", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "Service", "ServiceMonitor",
-			"PodDisruptionBudget", "HorizontalPodAutoscaler", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "PrometheusRule"}},
+			"PodDisruptionBudget", "HorizontalPodAutoscaler", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "PrometheusRule",
+			"Job", "NetworkPolicy"}},
 		{dir: "hyperfleet", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "PrometheusRule"}},
 		{dir: "management-cluster", wantKinds: []string{"ServiceAccount", "Role", "RoleBinding"}},
 	}
@@ -48,7 +49,7 @@ func TestEverythingIsLabelledAndNamespaced(t *testing.T) {
 				return
 			}
 			require.NotEmpty(t, labels["app.kubernetes.io/name"], "every object names its component")
-			require.Contains(t, []string{"api", "adapter", "monitoring"}, labels["app.kubernetes.io/component"])
+			require.Contains(t, []string{"api", "adapter", "monitoring", "network"}, labels["app.kubernetes.io/component"])
 			require.Contains(t, namespaces, obj.GetNamespace(), "cluster-scoped objects are not expected here")
 		})
 	}
@@ -93,13 +94,17 @@ func TestPodTemplatesAreRestricted(t *testing.T) {
 	}
 }
 
-// TestProbesUseNamedPorts checks that every long-running container has liveness and readiness probes on a port
-// it declares: a probe on a port nothing listens on restarts the pod forever.
+// TestProbesUseNamedPorts checks that every long-running container has startup, liveness and readiness probes on
+// a port it declares: a probe on a port nothing listens on restarts the pod forever, and without a startup probe
+// liveness may kill a pod in the middle of a long start (the API's re-aggregation).
 func TestProbesUseNamedPorts(t *testing.T) {
 	for _, w := range workloads(t, render(t, deployDir)) {
+		if w.obj.GetKind() == "Job" {
+			continue // runs to completion
+		}
 		for _, c := range w.pod.Containers {
 			t.Run(w.String()+"/"+c.Name, func(t *testing.T) {
-				for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 					require.NotNil(t, p, "%s probe", name)
 					require.NotNil(t, p.HTTPGet, "%s probe is an HTTP GET", name)
 					require.True(t, slices.ContainsFunc(c.Ports, func(port corev1.ContainerPort) bool {

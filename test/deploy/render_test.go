@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,7 +53,7 @@ func (w workload) containers() []corev1.Container {
 	return append(append([]corev1.Container{}, w.pod.InitContainers...), w.pod.Containers...)
 }
 
-// workloads returns the Deployments and StatefulSets among objs, and fails on any other kind with a pod template,
+// workloads returns the Deployments, StatefulSets and Jobs among objs, and fails on any other kind with a pod template,
 // which these checks would otherwise pass over.
 func workloads(tb testing.TB, objs []*unstructured.Unstructured) []workload {
 	tb.Helper()
@@ -67,7 +68,11 @@ func workloads(tb testing.TB, objs []*unstructured.Unstructured) []workload {
 			var s appsv1.StatefulSet
 			require.NoError(tb, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &s, true))
 			out = append(out, workload{obj: obj, pod: s.Spec.Template.Spec, labels: s.Spec.Template.Labels, replicas: s.Spec.Replicas})
-		case "Pod", "DaemonSet", "ReplicaSet", "Job", "CronJob":
+		case "Job":
+			var j batchv1.Job
+			require.NoError(tb, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &j, true))
+			out = append(out, workload{obj: obj, pod: j.Spec.Template.Spec, labels: j.Spec.Template.Labels})
+		case "Pod", "DaemonSet", "ReplicaSet", "CronJob":
 			tb.Fatalf("%s/%s: add its kind to workloads() so that its pod template is checked", obj.GetKind(), obj.GetName())
 		}
 	}

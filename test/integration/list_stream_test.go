@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -130,6 +131,14 @@ func (p *apiProcess) kill9(t testing.TB) {
 func startAPIProcess(t testing.TB, dsn string, flags ...string) *apiProcess {
 	t.Helper()
 	bin := harness.Build(t, "./cmd/hyperfleet-api")
+	// serve only reads the required adapters: a database that never had them gets none from migrate, as a
+	// deployment's migrate Job would set them.
+	stored, err := postgres.LoadRequiredAdapters(ctxFor(t), harness.OpenGorm(t, dsn))
+	require.NoError(t, err)
+	if stored == nil {
+		out, err := exec.Command(bin, "migrate", "--db-url", dsn, "--required-adapters", "").CombinedOutput()
+		require.NoError(t, err, "migrate: %s", out)
+	}
 	args := append([]string{"serve", "--db-url", dsn, "--api-server-bindaddress", "127.0.0.1:0",
 		"--health-server-bindaddress", "127.0.0.1:0", "--metrics-server-bindaddress", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(bin, args...)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/internal/server"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
@@ -229,14 +230,25 @@ func TestPendingForFindsExactlyTheWork(t *testing.T) {
 	}
 }
 
-// Required adapters are the database's: the first replica sets them, a replica started with others refuses to
-// start rather than flip aggregates, migrate changes them, serving replicas notice, drain and exit, and a replica
-// started again re-aggregates for the new set, logging each deleting resource it removes as a result.
+// Required adapters are the database's: only migrate sets them (serve refuses a database where they were never
+// set, with or without the flag, and writes nothing), a replica started with others refuses to start rather than
+// flip aggregates, migrate changes them, serving replicas notice, drain and exit, and a replica started again
+// re-aggregates for the new set, logging each deleting resource it removes as a result.
 func TestRequiredAdaptersAreTheDatabases(t *testing.T) {
 	dsn := harness.NewDatabase(t)
 	seedStream(t, dsn, defaultStream)
 	clusterApplier := map[string][]string{"cluster": {"applier"}}
 	clusterApplierDNS := map[string][]string{"cluster": {"applier", "dns"}}
+
+	for _, required := range []map[string][]string{nil, clusterApplier} {
+		_, err := server.New(ctxFor(t), replicaConfig(dsn, required), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		require.ErrorIs(t, err, server.ErrRequiredAdaptersUnset)
+		require.ErrorContains(t, err, "hyperfleet-api migrate --required-adapters")
+	}
+	stored, err := postgres.LoadRequiredAdapters(ctxFor(t), harness.OpenGorm(t, dsn))
+	require.NoError(t, err)
+	require.Nil(t, stored, "serve wrote the required adapters")
+	require.NoError(t, server.RunMigrations(ctxFor(t), replicaConfig(dsn, clusterApplier), slog.New(slog.NewJSONHandler(io.Discard, nil))))
 
 	first := runReplica(t, dsn, clusterApplier)
 	c := createCluster(t, first.api, "reconfigured", nil)
@@ -244,7 +256,7 @@ func TestRequiredAdaptersAreTheDatabases(t *testing.T) {
 	require.Equal(t, api.ResourceStatusPhaseReady, getCluster(t, first.api, c).Status.Phase)
 
 	// A replica that disagrees does not start: it would flip every aggregate back and forth with the first.
-	_, err := server.New(ctxFor(t), replicaConfig(dsn, clusterApplierDNS), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	_, err = server.New(ctxFor(t), replicaConfig(dsn, clusterApplierDNS), slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	require.ErrorIs(t, err, server.ErrRequiredAdapters)
 	require.ErrorContains(t, err, "cluster=applier,dns")
 	require.ErrorContains(t, err, "the database requires cluster=applier")
