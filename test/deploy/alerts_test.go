@@ -62,6 +62,10 @@ func TestAlertRulesShipTwiceTheSame(t *testing.T) {
 	require.NoError(t, err)
 	var plain map[string]any
 	require.NoError(t, yaml.Unmarshal(raw, &plain))
+	chartCopy, err := os.ReadFile(filepath.Join(chartDir, "files", "hyperfleet.rules.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, string(raw), string(chartCopy),
+		"charts/hyperfleet/files/hyperfleet.rules.yaml is a copy of deploy/alerts/hyperfleet.rules.yaml (Helm reads only the chart's own files): copy it again")
 
 	var rules []*unstructured.Unstructured
 	for _, obj := range render(t, filepath.Join(deployDir, "hyperfleet")) {
@@ -246,4 +250,16 @@ func TestAlertRulesKnowTheDeployedJobs(t *testing.T) {
 	}
 	require.Positive(t, matched["="], "some rule names the API's job")
 	require.Positive(t, matched["=~"], "some rule matches the adapters' jobs or pods")
+}
+
+// alertGroups returns the plain rules file's groups.
+func alertGroups(tb testing.TB) []any {
+	tb.Helper()
+	raw, err := os.ReadFile(alertRulesFile)
+	require.NoError(tb, err)
+	var plain struct {
+		Groups []any `json:"groups"`
+	}
+	require.NoError(tb, yaml.Unmarshal(raw, &plain))
+	return plain.Groups
 }

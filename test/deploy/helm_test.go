@@ -199,10 +199,24 @@ func TestHelmValues(t *testing.T) {
 		},
 		{
 			name:   "no network policy or service monitors",
-			values: map[string]any{"networkPolicy": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": false}},
+			values: map[string]any{"networkPolicy": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": false},
+				"prometheusRule": map[string]any{"enabled": false}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				require.Empty(t, kinds(objs, "NetworkPolicy"))
 				require.Empty(t, kinds(objs, "ServiceMonitor"))
+				require.Empty(t, kinds(objs, "PrometheusRule"))
+			},
+		},
+		{
+			name:   "alert rules for a selecting Prometheus",
+			values: map[string]any{"prometheusRule": map[string]any{"labels": map[string]any{"release": "kube-prometheus-stack"}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				rule := find(t, objs, "PrometheusRule", "hyperfleet")
+				require.Equal(t, "kube-prometheus-stack", rule.GetLabels()["release"])
+				groups, found, err := unstructured.NestedSlice(rule.Object, "spec", "groups")
+				require.NoError(t, err)
+				require.True(t, found)
+				require.Equal(t, alertGroups(t), groups, "the chart ships deploy/alerts/hyperfleet.rules.yaml's groups")
 			},
 		},
 	}
@@ -218,7 +232,9 @@ func TestHelmValues(t *testing.T) {
 // dry run with strict field validation in a namespace that enforces the restricted Pod Security Standard.
 func TestHelmChartAppliesToKubeAPIServer(t *testing.T) {
 	env := kubeenv.Start(t)
-	installCRD(t, env, moduleFile(t, prometheusOperator, serviceMonitorCRD))
+	for _, crd := range []string{serviceMonitorCRD, prometheusRuleCRD} {
+		installCRD(t, env, moduleFile(t, prometheusOperator, crd))
+	}
 	var warnings warningRecorder
 	resource := resourceClient(t, env, &warnings)
 	ns := find(t, render(t, filepath.Join(deployDir, "hyperfleet")), "Namespace", chartNamespace)
