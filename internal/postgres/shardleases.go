@@ -82,10 +82,6 @@ func lockShardLeases(tx *gorm.DB, adapter string, count int) (*resource.ShardLea
 // readShardLeases reads an adapter's leases and members with the database's clock, with lock as their locking
 // clause.
 func readShardLeases(tx *gorm.DB, adapter, lock string) (*resource.ShardLeaseState, error) {
-	var now time.Time
-	if err := tx.Raw(`SELECT now()`).Scan(&now).Error; err != nil {
-		return nil, fmt.Errorf("read the database's clock: %w", err)
-	}
 	var rows []shardLeaseRow
 	if err := tx.Raw(`SELECT shard, shard_count, holder, generation, expires_time FROM adapter_shard_leases
 		WHERE adapter = ? ORDER BY shard`+lock, adapter).Scan(&rows).Error; err != nil {
@@ -96,7 +92,13 @@ func readShardLeases(tx *gorm.DB, adapter, lock string) (*resource.ShardLeaseSta
 		adapter).Scan(&members).Error; err != nil {
 		return nil, fmt.Errorf("read %s's shard members: %w", adapter, err)
 	}
-	st := &resource.ShardLeaseState{Now: now.UTC(), Leases: make([]resource.ShardLease, len(rows))}
+	// The clock is read once the rows are locked (not now(), the transaction's start): calls that waited for one
+	// another's locks see times in the order they were granted.
+	var now time.Time
+	if err := tx.Raw(`SELECT clock_timestamp()`).Scan(&now).Error; err != nil {
+		return nil, fmt.Errorf("read the database's clock: %w", err)
+	}
+	st := &resource.ShardLeaseState{Now: now.UTC().Truncate(time.Microsecond), Leases: make([]resource.ShardLease, len(rows))}
 	for i, r := range rows {
 		st.ShardCount = r.ShardCount
 		st.Leases[i] = resource.ShardLease{Shard: r.Shard, Generation: r.Generation}
