@@ -79,9 +79,9 @@ type Config struct {
 	Workers int
 	// ShardIndex and ShardCount split the fleet between replicas by a hash of the resource id.
 	ShardIndex, ShardCount int
-	// ShardLeases splits the fleet into ShardCount virtual shards (DefaultShardLeaseCount when ShardCount is 1)
-	// that the replicas lease from the API, in place of a fixed ShardIndex: a lost replica's shards move to the
-	// others, and replicas come and go without a restart of the rest (docs/shard-leases.md).
+	// ShardLeases splits the fleet into ShardCount virtual shards that the replicas lease from the API, in place of
+	// a fixed ShardIndex: a lost replica's shards move to the others, and replicas come and go without a restart of
+	// the rest (docs/shard-leases.md). With one shard, one replica works and the others stand by.
 	ShardLeases bool
 	// ShardLeaseTTL is how long a lease outlives its last renewal (DefaultShardLeaseTTL when 0); the replica renews
 	// every third of it and stops reconciling a shard two thirds of it after its last successful renewal.
@@ -145,7 +145,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
-	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet, or with --shard-leases the virtual shards (1: 16); every replica needs the same count")
+	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet, or with --shard-leases the virtual shards, e.g. 16 (1: one replica works, the others stand by); every replica needs the same count")
 	fs.BoolVar(&c.ShardLeases, "shard-leases", c.ShardLeases, "lease shards from the API instead of --shard-index: a lost replica's shards move to the others, replicas scale without a restart")
 	fs.DurationVar(&c.ShardLeaseTTL, "shard-lease-ttl", c.ShardLeaseTTL, "with --shard-leases, how long a lease outlives its last renewal; renewed every third of it (0: 15s)")
 	fs.StringVar(&c.OpsBindAddress, "ops-bind-address", c.OpsBindAddress, "address of /healthz, /readyz and /metrics; loopback unless HYPERFLEET_ENV=production")
@@ -241,9 +241,6 @@ func (c Config) withSourceDefaults() Config {
 	}
 	if c.WatchIdleTimeout == 0 {
 		c.WatchIdleTimeout = DefaultWatchIdleTimeout
-	}
-	if c.ShardLeases && c.ShardCount == 1 {
-		c.ShardCount = DefaultShardLeaseCount
 	}
 	if c.ShardLeases && c.ShardLeaseTTL == 0 {
 		c.ShardLeaseTTL = DefaultShardLeaseTTL

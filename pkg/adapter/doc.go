@@ -11,6 +11,7 @@
 // report at the current generation with Applied=False and Paused=True (see Paused).
 //
 // Around that it serves /healthz, /readyz and Prometheus /metrics, logs JSON with slog, splits the fleet between
-// replicas by a hash of the resource id (--shard-index, --shard-count), reads its bearer token from a file that
+// replicas by a hash of the resource id (--shard-index, --shard-count, or shards leased from the API with
+// --shard-leases, which move when a replica is lost: docs/shard-leases.md), reads its bearer token from a file that
 // may be rotated, and drains in-flight work on SIGTERM.
 package adapter

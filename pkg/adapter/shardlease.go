@@ -17,9 +17,6 @@ import (
 
 // Defaults of lease mode (Config.ShardLeases).
 const (
-	// DefaultShardLeaseCount is the virtual shards of lease mode when --shard-count is left at 1: more than the
-	// replicas an adapter usually runs, so that each gets a fair part.
-	DefaultShardLeaseCount = 16
 	// DefaultShardLeaseTTL is a lease's life after its last renewal: a lost replica's shards move within about
 	// a TTL and a third (its leases expire, then another replica's next renewal takes them).
 	DefaultShardLeaseTTL = 15 * time.Second
@@ -57,6 +54,11 @@ func rateShard(cfg Config) string {
 	}
 	return api.FormatShard(cfg.ShardIndex, cfg.ShardCount)
 }
+
+// Owns reports whether this replica reconciles the resource id now (see owns): what an adapter's own background
+// work (an orphan sweep, a budget split) asks so that one replica acts on each resource, with static shards or
+// leased ones.
+func (r *Runner) Owns(id string) bool { return r.owns(id) }
 
 // owns reports whether this replica reconciles the resource id now: its shard is this replica's --shard-index,
 // or, with leases, a shard it holds a live lease on.
