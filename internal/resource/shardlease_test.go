@@ -75,10 +75,10 @@ func TestShardLeasePlan(t *testing.T) {
 			wantHeld: map[int]int64{}, wantLive: 2,
 		},
 		{
-			name:      "a holder above the floor gives back its highest shards while another is short",
-			st:        func() *ShardLeaseState { s := leaseState(4, []string{"a", "a", "a", "a"}); return withMember(s, "b") }(),
-			req:       ShardLeaseRequest{Replica: "a", ShardCount: 4, Held: []HeldShard{{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
-			wantHeld:  map[int]int64{0: 1, 1: 2}, wantLost: []int{2, 3}, wantLive: 2, wantFreed: []int{2, 3},
+			name:     "a holder above the floor gives back its highest shards while another is short",
+			st:       func() *ShardLeaseState { s := leaseState(4, []string{"a", "a", "a", "a"}); return withMember(s, "b") }(),
+			req:      ShardLeaseRequest{Replica: "a", ShardCount: 4, Held: []HeldShard{{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+			wantHeld: map[int]int64{0: 1, 1: 2}, wantLost: []int{2, 3}, wantLive: 2, wantFreed: []int{2, 3},
 		},
 		{
 			name:     "16 shards, a fifth replica: the others give back down to the floor of 3",
@@ -111,10 +111,10 @@ func TestShardLeasePlan(t *testing.T) {
 			wantHeld: map[int]int64{0: 1, 1: 2}, wantLive: 1,
 		},
 		{
-			name:      "a release gives every lease back at new generations",
-			st:        leaseState(4, []string{"a", "a", "b", "b"}),
-			req:       ShardLeaseRequest{Replica: "a", ShardCount: 4, Release: true, Held: []HeldShard{{0, 1}, {1, 2}}},
-			wantHeld:  map[int]int64{}, wantLost: []int{0, 1}, wantLive: 1, wantFreed: []int{0, 1},
+			name:     "a release gives every lease back at new generations",
+			st:       leaseState(4, []string{"a", "a", "b", "b"}),
+			req:      ShardLeaseRequest{Replica: "a", ShardCount: 4, Release: true, Held: []HeldShard{{0, 1}, {1, 2}}},
+			wantHeld: map[int]int64{}, wantLost: []int{0, 1}, wantLive: 1, wantFreed: []int{0, 1},
 		},
 		{
 			name:     "another shard count while a replica holds a live lease is refused",
