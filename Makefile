@@ -113,14 +113,23 @@ TEST_TIMEOUT ?= 30m
 CLAIM_RACE_RUNS ?= 10
 
 # What the tests need beyond Go that they cannot provide themselves (headless Chromium, a NATS server with
-# JetStream for the relay tests, a Docker engine for the image test), checked before any test
-# runs: found, installed with apt when running as root, or one instruction. The database needs nothing here:
-# test/harness uses HYPERFLEET_TEST_DATABASE_URL, a container, or the local PostgreSQL on 127.0.0.1:5432.
+# JetStream for the relay tests, a Docker engine for the image test, promtool for the alert rules' tests), checked
+# before any test runs: found, installed with apt when running as root, or one instruction. The database needs
+# nothing here: test/harness uses HYPERFLEET_TEST_DATABASE_URL, a container, or the local PostgreSQL on 127.0.0.1:5432.
 .PHONY: test-prereqs
-test-prereqs: ## Find (as root: install or start) what the tests need beyond Go: headless Chromium, NATS with JetStream, Docker
+test-prereqs: ## Find (as root: install or start) what the tests need beyond Go: headless Chromium, NATS with JetStream, Docker, promtool
 	@test/prereqs/prereqs.sh
 	@test/prereqs/nats.sh
 	@test/prereqs/docker.sh
+	@test/prereqs/promtool.sh
+
+# The alert rules' tests alone (make test runs them with the rest of test/deploy): promtool check and test rules on
+# deploy/alerts, the PrometheusRule equal to the plain rules file, every alert tested both ways, documented, and
+# reading metrics that exist.
+.PHONY: test-alerts
+test-alerts: ## Test the alert rules (deploy/alerts) with promtool, and that both copies and deploy/README.md agree
+	@test/prereqs/promtool.sh
+	$(GOTEST) -count=1 -run '^TestAlert' ./test/deploy
 
 .PHONY: test
 test: test-prereqs k8s-assets ## Run all tests (unit + integration, with the race detector) against real PostgreSQL and a real kube-apiserver

@@ -269,7 +269,7 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.IntVar(&o.cfg.ListsPerIdentity, "lists-per-identity", 8,
 		"lists and searches one identity may have running at once on this process, 0 for no bound (one more is 429 with Retry-After)")
 	fs.DurationVar(&o.cfg.PhaseCountEvery, "resources-count-every", 30*time.Second,
-		"how often /metrics counts the resources by phase (hyperfleet_resources) again; scrapes in between export the last counts")
+		"how often /metrics counts the resources by phase (hyperfleet_resources) and those pending for each required adapter (hyperfleet_pending_*) again; scrapes in between export the last counts")
 	return cmd
 }
 

@@ -79,6 +79,7 @@ type Relay struct {
 	relayed   prometheus.Counter
 	position  prometheus.Gauge
 	lag       prometheus.Histogram
+	leading   prometheus.Gauge
 }
 
 // New returns a relay; Run runs it.
@@ -97,9 +98,11 @@ func New(cfg Config, feed Feed, positions Positions, leader Leadership) (*Relay,
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyperfleet_events_relay_lag_seconds",
 			Help:    "Time from an event's commit to JetStream's acknowledgement of it.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hyperfleet_events_relay_leader",
+			Help: "1 while this process's relay holds the relay's lease and is connected to JetStream with its stream ready."}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.relayed, r.position, r.lag} {
+		for _, c := range []prometheus.Collector{r.relayed, r.position, r.lag, r.leading} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("register relay metrics: %w", err)
 			}
@@ -146,6 +149,10 @@ func (r *Relay) relay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create or update stream %s: %w", r.cfg.Stream, err)
 	}
+	// Leading only counts once it can publish: a lease held while NATS is unreachable relays nothing, and the
+	// alert on no leader should say so.
+	r.leading.Set(1)
+	defer r.leading.Set(0)
 	// The recorded position is the database's, so of the epoch the database has now: after a restore, the
 	// record is restored with the events.
 	seq, err := r.positions.RelayPosition(ctx, r.Name())

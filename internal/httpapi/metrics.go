@@ -18,6 +18,8 @@ type httpMetrics struct {
 	watchStreams prometheus.Gauge
 	deliveries   *prometheus.CounterVec
 	lag          *prometheus.HistogramVec
+	// rateLimited counts 429s by the budget that refused (its policy name: a closed set).
+	rateLimited *prometheus.CounterVec
 }
 
 // delivered counts one event sent to a consumer and how long after its commit it went.
@@ -41,9 +43,12 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hyperfleet_event_lag_seconds",
 			Help:    "Time from an event's commit to its delivery, by consumer.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"consumer"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyperfleet_api_rate_limited_total",
+			Help: "Requests refused 429 because a budget was empty, by the budget's policy: identity, adapter (an adapter identity's shard), or reads, writes, watches (a tenant's)."},
+			[]string{"policy"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.duration, m.watchStreams, m.deliveries, m.lag} {
+		for _, c := range []prometheus.Collector{m.requests, m.duration, m.watchStreams, m.deliveries, m.lag, m.rateLimited} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register http metrics: %w", err)
 			}

@@ -336,6 +336,7 @@ func (s *Handler) rateLimit(next http.Handler) http.Handler {
 		pick := shown(vs[:len(bs)])
 		setRateLimitHeaders(w.Header(), &bs[pick], vs[pick])
 		if !allowed {
+			s.metrics.rateLimited.WithLabelValues(bs[pick].policy).Inc()
 			seconds := ceilSeconds(vs[pick].retry)
 			w.Header()[headerRetryAfter] = []string{strconv.FormatInt(seconds, 10)}
 			writeError(w, r, s.log, resource.Errorf(resource.CodeRateLimited, "too many requests from %s; retry in %d s", bs[pick].who, seconds))

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/auth"
@@ -174,8 +176,8 @@ type rateLimitStep struct {
 }
 
 // rateLimitHandler serves 200 behind authentication (the caller named by the X-Test-Caller header) and the rate
-// limit configured by cfg, on a clock that the returned pointer sets.
-func rateLimitHandler(tb testing.TB, cfg Config) (http.Handler, *time.Time) {
+// limit configured by cfg, on a clock that the returned pointer sets, counting in the returned metrics.
+func rateLimitHandler(tb testing.TB, cfg Config) (http.Handler, *time.Time, *httpMetrics) {
 	tb.Helper()
 	cfg.Authorize, cfg.Tenancy = true, true
 	cfg.Authenticate = func(r *http.Request) (auth.Identity, error) {
@@ -184,12 +186,14 @@ func rateLimitHandler(tb testing.TB, cfg Config) (http.Handler, *time.Time) {
 		return id, nil
 	}
 	now := rateLimitEpoch
-	s := &Handler{cfg: cfg, log: slog.New(slog.DiscardHandler), rates: newRateLimiter(cfg)}
+	m, err := newHTTPMetrics(nil)
+	require.NoError(tb, err)
+	s := &Handler{cfg: cfg, log: slog.New(slog.DiscardHandler), rates: newRateLimiter(cfg), metrics: m}
 	if s.rates != nil {
 		s.rates.now = func() time.Time { return now }
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	return s.authenticate(s.rateLimit(ok)), &now
+	return s.authenticate(s.rateLimit(ok)), &now, m
 }
 
 func limitsFile(tb testing.TB, yaml string) func() *TenantRateLimits {
@@ -275,7 +279,8 @@ tenants:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, now := rateLimitHandler(t, tt.cfg)
+			h, now, m := rateLimitHandler(t, tt.cfg)
+			refused := map[string]float64{}
 			for i, s := range tt.steps {
 				*now = rateLimitEpoch.Add(s.at)
 				req := httptest.NewRequest(s.method, s.target, http.NoBody)
@@ -290,7 +295,13 @@ tenants:
 				require.Equal(t, s, got, "step %d: %s", i, rec.Body)
 				if rec.Code == http.StatusTooManyRequests {
 					require.Contains(t, rec.Body.String(), "HYPERFLEET-LMT-002")
+					policy, _, _ := strings.Cut(strings.TrimPrefix(s.policy, `"`), `"`)
+					refused[policy]++
 				}
+			}
+			for _, policy := range []string{"identity", "adapter", "reads", "writes", "watches"} {
+				require.Equal(t, refused[policy], testutil.ToFloat64(m.rateLimited.WithLabelValues(policy)),
+					"hyperfleet_api_rate_limited_total{policy=%q}", policy)
 			}
 		})
 	}
@@ -299,7 +310,7 @@ tenants:
 func TestRateLimitFollowsAReloadedFile(t *testing.T) {
 	current, err := parseTenantRateLimits([]byte("tenants: {default: {writes: {rate: 1, burst: 1}}}"))
 	require.NoError(t, err)
-	h, _ := rateLimitHandler(t, Config{TenantRateLimits: func() *TenantRateLimits { return current }})
+	h, _, _ := rateLimitHandler(t, Config{TenantRateLimits: func() *TenantRateLimits { return current }})
 	post := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/api/hyperfleet/v1/clusters", http.NoBody)
 		req.Header.Set("X-Test-Caller", "alice")

@@ -146,8 +146,8 @@ type Config struct {
 	WatchesTotal       int
 	WatchMaxLifetime   time.Duration
 	ListsPerIdentity   int
-	// PhaseCountEvery is how often /metrics counts the resources by phase again (0: 30 s); scrapes in between
-	// export the last counts.
+	// PhaseCountEvery is how often /metrics counts the resources by phase, and those pending for their required
+	// adapters, again (0: 30 s); scrapes in between export the last counts.
 	PhaseCountEvery time.Duration
 
 	// Kinds are the kinds served (nil: api.Kinds()), and OpenAPI the document their schemas come from and the API

@@ -141,9 +141,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 				"required_adapters", d.RequiredAdapters, "took", time.Since(start).String())
 		}
 	}
+	pending, err := postgres.NewPendingCollector(store, set.All, postgres.PendingConfig{Every: cfg.PhaseCountEvery})
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"), postgres.NewPhaseCollector(store, set.All, cfg.PhaseCountEvery))
+		collectors.NewDBStatsCollector(s.sqlDB, "hyperfleet"), postgres.NewPhaseCollector(store, set.All, cfg.PhaseCountEvery), pending)
 	domainMetrics, err := httpapi.NewDomainMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -41,6 +41,8 @@ const (
 type gauges struct {
 	queueDepth    func() float64
 	cachedReports func() float64
+	// live and ready are 1 while /healthz and /readyz answer 200, else 0.
+	live, ready func() float64
 }
 
 func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
@@ -107,7 +109,15 @@ func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hyperfleet_adapter_cached_reports",
 			Help: "Resources whose last report this replica keeps (forgotten when the resource is removed).",
-		}, g.cachedReports))
+		}, g.cachedReports),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_live",
+			Help: "1 while the replica's own loops are alive (/healthz answers 200), else 0.",
+		}, g.live),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyperfleet_adapter_ready",
+			Help: "1 while the replica can do its work (/readyz answers 200: work listed, the API and the external system reachable, the adapter's checks pass), else 0.",
+		}, g.ready))
 	return m
 }
 
@@ -117,6 +127,8 @@ type externalTransport struct {
 	base    http.RoundTripper
 	metrics *metrics
 	log     *slog.Logger
+	// reached records whether each call showed the system reachable, for /readyz.
+	reached func(system string, reached bool, detail string)
 }
 
 func (t *externalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -127,6 +139,10 @@ func (t *externalTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		code = strconv.Itoa(resp.StatusCode)
 	}
 	t.metrics.externalRequests.WithLabelValues(t.system, code).Inc()
+	if req.Context().Err() == nil { // a call this adapter gave up on says nothing about the system
+		reached, detail := reachedSystem(resp, err)
+		t.reached(t.system, reached, detail)
+	}
 	t.log.LogAttrs(req.Context(), slog.LevelDebug, "external call", slog.String("system", t.system),
 		slog.String("method", req.Method), slog.String("host", req.URL.Host), slog.String("path", req.URL.Path),
 		slog.String("code", code), slog.Duration("duration", time.Since(start)))

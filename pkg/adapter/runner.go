@@ -50,6 +50,7 @@ type Runner struct {
 	// listed is set once the pending work of a kind has been listed: by a poll, or by a watch before it watches.
 	listed   atomic.Bool
 	stopping atomic.Bool
+	health   *health
 	// dependents are the running Dependents sources; set by Run before any worker starts, read-only after.
 	dependents []*dependentsSource
 	// leases are the shards this replica holds with Config.ShardLeases; nil with static shards.
@@ -79,9 +80,12 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
 	r.reports = newReportCache()
+	r.health = newHealth(cfg.Workers)
 	r.metrics = newMetrics(r.registry, cfg.Adapter, gauges{
 		queueDepth:    func() float64 { return float64(r.queue.Len()) },
 		cachedReports: func() float64 { return float64(r.reports.len()) },
+		live:          func() float64 { return oneIfNil(r.liveness()) },
+		ready:         func() float64 { return oneIfNil(r.readiness()) },
 	})
 	var token *tokenFile
 	if cfg.TokenFile != "" {
@@ -147,7 +151,10 @@ func (r *Runner) ExternalTransport(system string, base http.RoundTripper) http.R
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &externalTransport{system: system, base: base, metrics: r.metrics, log: r.log}
+	return &externalTransport{system: system, base: base, metrics: r.metrics, log: r.log,
+		reached: func(system string, reached bool, detail string) {
+			r.health.called(system, r.clock.Now(), reached, detail)
+		}}
 }
 
 // Registerer registers an adapter's own metrics, served on /metrics beside the runtime's; every series it
@@ -202,8 +209,8 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var workers sync.WaitGroup
-	for range r.cfg.Workers {
-		workers.Go(func() { r.work(workCtx, byKind) })
+	for w := range r.cfg.Workers {
+		workers.Go(func() { r.work(workCtx, w, byKind) })
 	}
 	var events sync.WaitGroup
 	switch r.cfg.Source {
@@ -344,12 +351,14 @@ func (r *Runner) startNATS(ctx context.Context, nc *nats.Conn, feeds []feedHandl
 	return nil
 }
 
-func (r *Runner) work(ctx context.Context, byKind map[string]Controller) {
+// work is worker w's loop.
+func (r *Runner) work(ctx context.Context, w int, byKind map[string]Controller) {
 	for {
 		key, shutdown := r.queue.Get()
 		if shutdown {
 			return
 		}
+		r.health.took(w, r.clock.Now())
 		c, served := byKind[key.Kind]
 		if !served {
 			r.log.Error("a key of a kind no controller serves was queued; dropped", slog.String("kind", key.Kind), slog.String("id", key.ID))
@@ -358,6 +367,7 @@ func (r *Runner) work(ctx context.Context, byKind map[string]Controller) {
 			r.process(ctx, c.Kind, c.Reconciler, key)
 			r.queue.finished(key)
 		}
+		r.health.done(w)
 		r.queue.Done(key)
 	}
 }

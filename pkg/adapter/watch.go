@@ -167,7 +167,12 @@ func (w *watchSource) stream(ctx context.Context, position string, resumed bool,
 			return &relistError{reason: relistFailed, err: fmt.Errorf("watch %s: event %s is not a WatchEvent: %w", kind.Plural, ev.ID, err)}
 		}
 		r.received(SourceWatch, kind, e)
-		if err := w.feed.handle(ctx, &feedEvent{WatchEvent: *e, filtered: true}); err != nil {
+		// The idle timeout measures the connection's silence, not this replica's work: an event whose handling
+		// takes long (a dependents feed queueing a large fleet) must not end a connection that is fine.
+		idle.Stop()
+		err := w.feed.handle(ctx, &feedEvent{WatchEvent: *e, filtered: true})
+		idle.Reset(r.cfg.WatchIdleTimeout)
+		if err != nil {
 			return &relistError{reason: relistFailed, err: fmt.Errorf("watch %s: event %d (%s %s): %w", kind.Plural, e.Seq, e.Type, e.Id, err)}
 		}
 		delivered = true
@@ -212,7 +217,7 @@ func (a *activityReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// healthWindow is how long the runtime may go without hearing from its sources before /healthz fails: three
+// healthWindow is how long the runtime may go without hearing from its sources before /readyz fails: three
 // poll intervals when polls are all it has; beside a watch (heartbeats) or NATS (fetches), three idle timeouts at
 // most, so that a dead feed does not wait for the slow safety-net poll.
 func (r *Runner) healthWindow() time.Duration {

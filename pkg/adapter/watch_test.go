@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,59 @@ func TestRetryDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowFeed is a stubFeed whose handler takes delay per event.
+type slowFeed struct {
+	*stubFeed
+	delay time.Duration
+}
+
+func (f *slowFeed) handle(ctx context.Context, e *feedEvent) error {
+	time.Sleep(f.delay)
+	return f.stubFeed.handle(ctx, e)
+}
+
+// The idle timeout measures the connection's silence, not the handler's time: an event that takes three idle
+// timeouts to handle, on a stream that keeps sending heartbeats, ends no connection.
+func TestWatchIdleTimeoutIgnoresTheHandlersTime(t *testing.T) {
+	var connections atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		connections.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sseFrame(t, 11)+sseFrame(t, 12))
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+				_, _ = io.WriteString(w, "id: 12\nevent: "+api.BookmarkEvent+"\ndata: {\"position\":\"12\"}\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cfg := Defaults("test-adapter", "127.0.0.1:0")
+	cfg.APIURL, cfg.WatchIdleTimeout, cfg.BackoffBase, cfg.BackoffMax = srv.URL, 200*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	r, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.ops.Close() })
+	feed := &slowFeed{stubFeed: &stubFeed{positions: []string{"10"}, events: make(chan int64, 10)}, delay: 600 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { (&watchSource{r: r, feed: feed}).run(ctx); close(done) }()
+	for _, want := range []int64{11, 12} {
+		select {
+		case got := <-feed.events:
+			require.Equal(t, want, got)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d did not come", want)
+		}
+	}
+	time.Sleep(time.Second) // heartbeats only: five idle timeouts
+	cancel()
+	<-done
+	require.Equal(t, int32(1), connections.Load(), "one connection, kept")
+	require.NotContains(t, scrapeOps(t, r), "hyperfleet_adapter_source_reconnects_total{")
 }

@@ -30,11 +30,13 @@ import (
 )
 
 const (
-	// prometheusOperator is the Go module whose zip ships the ServiceMonitor CRD, at the newest version the module
-	// proxy serves here (it refuses v0.9x of this module, while serving pkg/apis/monitoring at v0.95).
+	// prometheusOperator is the Go module whose zip ships the ServiceMonitor and PrometheusRule CRDs, at the newest
+	// version the module proxy serves here (it refuses v0.9x of this module, while serving pkg/apis/monitoring at
+	// v0.95).
 	prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
-	// serviceMonitorCRD is the CRD's file in that module.
+	// serviceMonitorCRD and prometheusRuleCRD are the CRDs' files in that module.
 	serviceMonitorCRD = "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+	prometheusRuleCRD = "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"
 )
 
 // TestManifestsApplyToKubeAPIServer creates HyperFleet's namespace for real, as `kubectl apply -k deploy/` would
@@ -47,7 +49,9 @@ func TestManifestsApplyToKubeAPIServer(t *testing.T) {
 	// The example of the applier's Secret of kubeconfigs is applied by hand, not by kustomize: it must apply too.
 	objs := append(render(t, deployDir), exampleSecret(t))
 	env := kubeenv.Start(t)
-	installCRD(t, env, moduleFile(t, prometheusOperator, serviceMonitorCRD))
+	for _, crd := range []string{serviceMonitorCRD, prometheusRuleCRD} {
+		installCRD(t, env, moduleFile(t, prometheusOperator, crd))
+	}
 
 	var warnings warningRecorder
 	cfg := rest.CopyConfig(env.Config)

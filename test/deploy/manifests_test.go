@@ -22,8 +22,8 @@ func TestKustomizationsBuild(t *testing.T) {
 		wantKinds []string
 	}{
 		{dir: ".", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "Service", "ServiceMonitor",
-			"PodDisruptionBudget", "HorizontalPodAutoscaler", "ConfigMap", "ServiceAccount", "Role", "RoleBinding"}},
-		{dir: "hyperfleet", wantKinds: []string{"Namespace", "Deployment", "StatefulSet"}},
+			"PodDisruptionBudget", "HorizontalPodAutoscaler", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "PrometheusRule"}},
+		{dir: "hyperfleet", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "PrometheusRule"}},
 		{dir: "management-cluster", wantKinds: []string{"ServiceAccount", "Role", "RoleBinding"}},
 	}
 	for _, tt := range tests {
@@ -48,7 +48,7 @@ func TestEverythingIsLabelledAndNamespaced(t *testing.T) {
 				return
 			}
 			require.NotEmpty(t, labels["app.kubernetes.io/name"], "every object names its component")
-			require.Contains(t, []string{"api", "adapter"}, labels["app.kubernetes.io/component"])
+			require.Contains(t, []string{"api", "adapter", "monitoring"}, labels["app.kubernetes.io/component"])
 			require.Contains(t, namespaces, obj.GetNamespace(), "cluster-scoped objects are not expected here")
 		})
 	}

@@ -198,7 +198,9 @@ func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
 				require.Equal(t, http.StatusOK, resp.StatusCode)
 				return readAll(t, resp)
 			}
-			require.Contains(t, scrapeWithin(), `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`)
+			first := scrapeWithin()
+			require.Contains(t, first, `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`)
+			require.Contains(t, first, `hyperfleet_pending_resources{adapter="applier",kind="Cluster",operation="create"} 1`)
 
 			unlock := lockClusters(t, s.dsn)
 
@@ -211,6 +213,9 @@ func TestAHungDatabaseCostsTimeoutsNotHangs(t *testing.T) {
 			require.Contains(t, metrics, `hyperfleet_resources{kind="Cluster",phase="Pending"} 1`, "the last counts are kept")
 			require.Contains(t, metrics, "hyperfleet_resources_count_errors_total 1")
 			require.NotContains(t, metrics, "hyperfleet_resources_counted_timestamp_seconds 0\n")
+			require.Contains(t, metrics, `hyperfleet_pending_resources{adapter="applier",kind="Cluster",operation="create"} 1`, "the last pending counts are kept")
+			require.Contains(t, metrics, "hyperfleet_pending_count_errors_total 1")
+			require.NotContains(t, metrics, "hyperfleet_pending_counted_timestamp_seconds 0\n")
 
 			unlock()
 			again, err := s.ListClustersWithResponse(ctx, nil)

@@ -298,3 +298,39 @@ func BenchmarkHivelocityIdle100Pools(b *testing.B) {
 		b.Logf("%d settled pools (%d devices) over %s: %d calls, %.1f a minute: %v", pools, pools, window, len(sim.Requests()), perMinute, byOp)
 	}
 }
+
+// logDeviceWrites logs, device by device, every request that wrote tags or reloaded, with who sent it and when,
+// so that a failed claim test shows how a device came to be where it is.
+func logDeviceWrites(tb testing.TB, reqs []hivelocitysim.Request) {
+	tb.Helper()
+	var b strings.Builder
+	byDevice := map[int32][]hivelocitysim.Request{}
+	var ids []int32
+	for _, r := range reqs {
+		if r.DeviceID == 0 || (r.Op != hivelocitysim.OpPutTags && r.Op != hivelocitysim.OpReloadDevice) {
+			continue
+		}
+		if byDevice[r.DeviceID] == nil {
+			ids = append(ids, r.DeviceID)
+		}
+		byDevice[r.DeviceID] = append(byDevice[r.DeviceID], r)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		fmt.Fprintf(&b, "device %d:\n", id)
+		for _, r := range byDevice[id] {
+			tags := r.Tags
+			started := ""
+			if r.Reload != nil {
+				tags, started = r.Reload.Tags, fmt.Sprintf(" started=%t", r.Reload.Started)
+			}
+			prev := int64(-1)
+			if r.Previous != nil {
+				prev = r.Previous.Seq
+			}
+			fmt.Fprintf(&b, "  #%d %s %s %s status=%d%s replaced=#%d tags=%v\n", r.Seq, r.Time.Format("15:04:05.000"),
+				r.UserAgent, r.Op, r.Status, started, prev, tags)
+		}
+	}
+	tb.Log(b.String())
+}

@@ -48,23 +48,34 @@ func TestHivelocityClaimsAreExactlyOnceAcrossReplicas(t *testing.T) {
 		waitWithin(t, 3*time.Minute, "pool "+p.Name+" ready", func() bool {
 			return conditionIs(poolReport(t, s, p), "Available", api.ConditionStatusTrue, hivelocity.ReasonAllDevicesReady)
 		})
-		waitWithin(t, time.Minute, "pool "+p.Name+" to hold exactly its devices", func() bool { return len(owned(sim, p.Id.String())) == size })
 	}
+	// No device is ever in two pools. A pool may hold one device too many for a few seconds: two replicas can claim
+	// two spares for one slot at once (one of them from a device list that predates the other's claim), and the
+	// later claim yields its slot once settled (step 4 of the claim protocol). So the counts are waited for, and
+	// the exactly-once guarantees are read from the simulator's log below.
 	byPool := map[string]int{}
-	for _, d := range sim.Devices() {
-		var in []string
-		for _, p := range pools {
-			if slices.Contains(d.Tags, hivelocity.KeyNodePool+"="+p.Id.String()) {
-				in = append(in, p.Name)
+	settled := func() bool {
+		byPool = map[string]int{}
+		for _, d := range sim.Devices() {
+			var in []string
+			for _, p := range pools {
+				if slices.Contains(d.Tags, hivelocity.KeyNodePool+"="+p.Id.String()) {
+					in = append(in, p.Name)
+				}
+			}
+			require.LessOrEqual(t, len(in), 1, "device %d is in pools %v", d.ID, in)
+			for _, name := range in {
+				byPool[name]++
 			}
 		}
-		require.LessOrEqual(t, len(in), 1, "device %d is in pools %v", d.ID, in)
-		for _, name := range in {
-			byPool[name]++
+		return byPool["alpha"] == size && byPool["beta"] == size
+	}
+	for deadline := time.Now().Add(time.Minute); !settled(); time.Sleep(25 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			logDeviceWrites(t, sim.Requests())
+			t.Fatalf("the pools never settled at %d devices each within a minute: %v", size, byPool)
 		}
 	}
-	require.Equal(t, map[string]int{"alpha": size, "beta": size}, byPool)
-
 	reqs := sim.Requests()
 	// Only the pool that won a device ever asks to reload it (a pool that lost a claim but went on would), and
 	// the device is reloaded once for its spec, although Hivelocity would accept a second reload.

@@ -77,18 +77,25 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	postClusterStatus(t, s, c, report("applier", 2, time.Now().UTC().Add(-time.Second), available("False")), http.StatusCreated)
 	// Stale: an older generation than the stored report's.
 	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusConflict)
+	// Never reported on: pending for the required applier, for less than a minute.
+	createCluster(t, s, "waiting", nil)
 
 	resp, err := http.Get(s.metrics + "/metrics")
 	require.NoError(t, err)
 	body := readAll(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	for _, series := range []string{
-		`hyperfleet_api_requests_total{code="201",method="POST",route="/api/hyperfleet/v1/clusters"} 1`,
+		`hyperfleet_api_requests_total{code="201",method="POST",route="/api/hyperfleet/v1/clusters"} 2`,
 		`hyperfleet_api_request_duration_seconds_bucket{method="POST",route="/api/hyperfleet/v1/clusters/{id}/statuses"`,
 		`hyperfleet_status_writes_total{kind="Cluster",outcome="created"} 1`,
 		`hyperfleet_status_writes_total{kind="Cluster",outcome="stale"} 1`,
 		`hyperfleet_aggregations_total{changed="true",kind="Cluster",phase="Progressing"} 1`,
 		`hyperfleet_resources{kind="Cluster",phase="Progressing"} 1`,
+		`hyperfleet_pending_resources{adapter="applier",kind="Cluster",operation="create"} 1`,
+		`hyperfleet_pending_resources{adapter="applier",kind="Cluster",operation="update"} 0`,
+		`hyperfleet_pending_resources_longer_than{adapter="applier",kind="Cluster",operation="create",threshold="1m"} 0`,
+		`hyperfleet_pending_oldest_age_seconds{adapter="applier",kind="NodePool",operation="delete"} 0`,
+		`hyperfleet_pending_count_errors_total 0`,
 		`go_sql_open_connections{db_name="hyperfleet"}`,
 		`process_cpu_seconds_total`,
 	} {

@@ -133,6 +133,11 @@ func TestRelayPublishesTheFeedToJetStream(t *testing.T) {
 	postClusterStatus(t, s, c, report("applier", 1, time.Now().UTC(), available("True")), http.StatusCreated)
 	head := eventHead(t, s.dsn)
 	require.Eventually(t, func() bool { return relayedThrough(js, stream, head) }, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, scrape(t, s.metrics+"/metrics"), "hyperfleet_events_relay_leader 1\n", "the one replica leads the relay")
+	// The position is recorded after JetStream's acknowledgement, a moment after the stream has the message.
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, s.metrics+"/metrics"), "hyperfleet_events_relay_position "+strconv.FormatInt(head, 10)+"\n")
+	}, 10*time.Second, 20*time.Millisecond)
 
 	msgs := streamMessages(t, js, stream)
 	require.Len(t, msgs, int(head))

@@ -76,8 +76,17 @@ func noPoll(c *adapter.Config) { c.PollInterval = 10 * time.Minute }
 // counts its reconciles in rec, and waits until it has reconciled the seeded default stream.
 func watchStreams(t *testing.T, url string, rec *tally) *adapter.Runner {
 	t.Helper()
+	return watchStreamsTuned(t, url, rec)
+}
+
+// watchStreamsTuned is watchStreams with the runtime's settings changed by tune.
+func watchStreamsTuned(t *testing.T, url string, rec *tally, tune ...func(*adapter.Config)) *adapter.Runner {
+	t.Helper()
 	cfg := runtimeOn(t, url, testAdapter)
 	noPoll(&cfg)
+	for _, f := range tune {
+		f(&cfg)
+	}
 	runner, err := adapter.New(cfg, testLogger())
 	require.NoError(t, err)
 	runInBackground(t, func(ctx context.Context) error {

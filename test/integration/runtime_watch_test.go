@@ -269,3 +269,51 @@ func startResolverTuned(tb testing.TB, s *apiServer, _ *simServer, opts versionr
 	runInBackground(tb, a.Run)
 	return a
 }
+
+// A watch on a kind nobody changes hears only the API's heartbeats, and they are enough: it keeps its one
+// connection for many idle timeouts. The API's heartbeat and the runtime's idle timeout keep the ratio of their
+// defaults (15 s to 60 s), scaled down, and the API's read and write timeouts are far shorter than the stream.
+func TestQuietWatchKeepsItsConnection(t *testing.T) {
+	required := map[string][]string{"versionstream": {testAdapter}}
+	s := startServerWith(t, required)
+	quiet := startRestartable(t, s.dsn, server.Config{RequiredAdapters: required, WatchHeartbeat: 250 * time.Millisecond,
+		HTTPReadTimeout: 500 * time.Millisecond, HTTPWriteTimeout: 500 * time.Millisecond, HTTPIdleTimeout: 8 * time.Second})
+	runner := watchStreamsTuned(t, quiet.url(), newTally(), func(c *adapter.Config) { c.WatchIdleTimeout = time.Second })
+	time.Sleep(10 * time.Second) // forty heartbeats, ten idle timeouts
+	require.Zero(t, metricValue(t, runner, series("hyperfleet_adapter_source_reconnects_total", "kind=VersionStream", "source=watch")))
+	require.Equal(t, 1.0, metricValue(t, runner, series("hyperfleet_adapter_relists_total", "kind=VersionStream", "reason=start")))
+}
+
+// An API outage makes the adapter unready, never unhealthy: liveness is the process's own loops, so Kubernetes
+// does not restart a replica (and lose its state) for an outage it can only wait out. It is ready again once the
+// API is back.
+func TestAPIOutageMakesAdaptersUnreadyNotUnhealthy(t *testing.T) {
+	required := map[string][]string{"versionstream": {testAdapter}}
+	s := startServerWith(t, required)
+	flaky := startRestartable(t, s.dsn, server.Config{RequiredAdapters: required, WatchHeartbeat: 250 * time.Millisecond})
+	runner := watchStreamsTuned(t, flaky.url(), newTally(), func(c *adapter.Config) { c.WatchIdleTimeout = time.Second })
+	ops := "http://" + runner.OpsAddr()
+	eventually(t, "ready", func() bool { return get(t, ops+"/readyz") == http.StatusOK })
+
+	flaky.stop()
+	// The outage lasts well past the readiness window (three idle timeouts); liveness holds throughout.
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		require.Equal(t, http.StatusOK, get(t, ops+"/healthz"), "liveness during the outage")
+	}
+	code, body := getBody(t, ops+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "hyperfleet-api unreachable")
+	require.Zero(t, metricValue(t, runner, `hyperfleet_adapter_ready{adapter="`+testAdapter+`"}`))
+
+	flaky.start()
+	eventually(t, "ready again after the outage", func() bool { return get(t, ops+"/readyz") == http.StatusOK })
+	require.Equal(t, 1.0, metricValue(t, runner, `hyperfleet_adapter_live{adapter="`+testAdapter+`"}`))
+}
+
+// getBody is get with the answer's body.
+func getBody(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	require.NoError(tb, err)
+	return resp.StatusCode, readAll(tb, resp)
+}

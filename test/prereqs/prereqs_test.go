@@ -1,5 +1,5 @@
-// Package prereqs tests prereqs.sh, which `make test` runs before any test to provide what the tests need beyond
-// Go: a headless Chromium.
+// Package prereqs tests the scripts `make test` runs before any test to provide what the tests need beyond Go: a
+// headless Chromium (prereqs.sh), NATS (nats.sh), Docker (docker.sh) and promtool (promtool.sh).
 package prereqs
 
 import (
@@ -15,29 +15,80 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPrereqsFindsInstallsOrSaysHow runs the script with a PATH of stand-ins only, so that the machine's own
-// browser and package manager stay out of it: `id` says who runs it, `apt-get` records its calls and, when told to
-// install, puts a chromium on that PATH as the real one would.
-func TestPrereqsFindsInstallsOrSaysHow(t *testing.T) {
+// What the stand-in apt-get does.
+const (
+	installs = "installs" // records its calls; `install` puts the installed tool on PATH
+	fails    = "fails"    // records its calls; `install` fails
+	missing  = "missing"  // there is no apt-get
+)
+
+// stubCase is one run of a script that finds a tool or installs it with apt.
+type stubCase struct {
+	name     string
+	present  []string // executables already on PATH
+	uid      string
+	apt      string
+	wantCode int
+	wantApt  []string
+	wantErr  []string // in the script's stderr
+}
+
+// runWithStubs runs script with a PATH of stand-ins only, so that the machine's own tools and package manager stay
+// out of it: `id` says who runs it, `apt-get` records its calls and, when told to install, puts installed on that
+// PATH as the real one would. It checks the exit code, the apt-get calls and the messages.
+func runWithStubs(t *testing.T, script, installed string, tt stubCase) {
+	t.Helper()
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err, "the script needs bash")
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "apt-get.calls")
+	stub := func(name, body string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	}
+	for _, name := range tt.present {
+		stub(name, "exit 0")
+	}
+	stub("id", `[ "$1" = -u ] && echo `+tt.uid)
+	switch tt.apt {
+	case installs:
+		stub("apt-get", `echo "$*" >> `+calls+`
+[ "$1" = install ] && printf '#!/bin/sh\n' > `+bin+`/`+installed+` && /bin/chmod +x `+bin+`/`+installed+`
+exit 0`)
+	case fails:
+		stub("apt-get", `echo "$*" >> `+calls+`
+[ "$1" = install ] && exit 100
+exit 0`)
+	}
+
+	cmd := exec.Command(bash, script)
+	cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir()}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+
+	code := 0
+	var exit *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &exit, "running the script")
+		code = exit.ExitCode()
+	}
+	require.Equal(t, tt.wantCode, code, "stderr:\n%s", stderr.String())
+	var gotApt []string
+	if b, err := os.ReadFile(calls); err == nil {
+		gotApt = strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	require.Equal(t, tt.wantApt, gotApt, "apt-get calls")
+	for _, want := range tt.wantErr {
+		require.Contains(t, stderr.String(), want)
+	}
+}
+
+// TestPrereqsFindsInstallsOrSaysHow runs prereqs.sh among stand-ins (runWithStubs).
+func TestPrereqsFindsInstallsOrSaysHow(t *testing.T) {
 	script, err := filepath.Abs("prereqs.sh")
 	require.NoError(t, err)
-
-	const (
-		installs = "installs"
-		fails    = "fails"
-		missing  = "missing"
-	)
-	tests := []struct {
-		name     string
-		present  []string // executables already on PATH
-		uid      string
-		apt      string
-		wantCode int
-		wantApt  []string
-		wantErr  []string // in the script's stderr
-	}{
+	tests := []stubCase{
 		{name: "chromium is there", present: []string{"chromium"}, uid: "1000", apt: installs,
 			wantErr: []string{"prereqs: headless Chromium for the Swagger UI test: "}},
 		{name: "chromium-browser is there", present: []string{"chromium-browser"}, uid: "0", apt: installs,
@@ -52,50 +103,29 @@ func TestPrereqsFindsInstallsOrSaysHow(t *testing.T) {
 			wantErr: []string{"ERROR: the Swagger UI test needs headless Chromium", "sudo apt-get install -y chromium"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			bin := t.TempDir()
-			calls := filepath.Join(t.TempDir(), "apt-get.calls")
-			stub := func(name, body string) {
-				t.Helper()
-				require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
-			}
-			for _, name := range tt.present {
-				stub(name, "exit 0")
-			}
-			stub("id", `[ "$1" = -u ] && echo `+tt.uid)
-			switch tt.apt {
-			case installs:
-				stub("apt-get", `echo "$*" >> `+calls+`
-[ "$1" = install ] && printf '#!/bin/sh\n' > `+bin+`/chromium && /bin/chmod +x `+bin+`/chromium
-exit 0`)
-			case fails:
-				stub("apt-get", `echo "$*" >> `+calls+`
-[ "$1" = install ] && exit 100
-exit 0`)
-			}
+		t.Run(tt.name, func(t *testing.T) { runWithStubs(t, script, "chromium", tt) })
+	}
+}
 
-			cmd := exec.Command(bash, script)
-			cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir()}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			err := cmd.Run()
-
-			code := 0
-			var exit *exec.ExitError
-			if err != nil {
-				require.ErrorAs(t, err, &exit, "running the script")
-				code = exit.ExitCode()
-			}
-			require.Equal(t, tt.wantCode, code, "stderr:\n%s", stderr.String())
-			var gotApt []string
-			if b, err := os.ReadFile(calls); err == nil {
-				gotApt = strings.Split(strings.TrimSpace(string(b)), "\n")
-			}
-			require.Equal(t, tt.wantApt, gotApt, "apt-get calls")
-			for _, want := range tt.wantErr {
-				require.Contains(t, stderr.String(), want)
-			}
-		})
+// TestAlertPromtoolIsFoundOrInstalled runs promtool.sh among stand-ins (runWithStubs).
+func TestAlertPromtoolIsFoundOrInstalled(t *testing.T) {
+	script, err := filepath.Abs("promtool.sh")
+	require.NoError(t, err)
+	install := []string{"update -q", "install -y -q --no-install-recommends prometheus"}
+	tests := []stubCase{
+		{name: "promtool is there", present: []string{"promtool"}, uid: "1000", apt: installs,
+			wantErr: []string{"prereqs: promtool for the alert rules' tests: "}},
+		{name: "missing, not root", uid: "1000", apt: installs, wantCode: 1,
+			wantErr: []string{"ERROR: the alert rules' tests need promtool", "sudo apt-get install -y prometheus"}},
+		{name: "missing, root: installed with apt", uid: "0", apt: installs, wantApt: install,
+			wantErr: []string{"installed ", "/promtool"}},
+		{name: "missing, root, apt fails", uid: "0", apt: fails, wantCode: 1, wantApt: install,
+			wantErr: []string{"ERROR: apt-get could not install prometheus", "sudo apt-get install -y prometheus"}},
+		{name: "missing, root without apt", uid: "0", apt: missing, wantCode: 1,
+			wantErr: []string{"ERROR: the alert rules' tests need promtool", "sudo apt-get install -y prometheus"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runWithStubs(t, script, "promtool", tt) })
 	}
 }
 
