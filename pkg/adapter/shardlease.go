@@ -77,7 +77,6 @@ type workLease struct {
 	shard      int
 	count      int
 	generation int64
-	stop       func() bool
 }
 
 // leaseWork returns ctx bounded by the lease on id's shard, and the lease to stamp the report with; ok is false
