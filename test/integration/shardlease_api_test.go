@@ -109,6 +109,11 @@ func TestShardLeaseOnlyAdaptersAndAdmins(t *testing.T) {
 			require.Equal(t, tt.want, resp.StatusCode(), "body: %s", resp.Body)
 		})
 	}
+	// Any reader may list them.
+	list, err := s.ListShardLeasesWithResponse(ctxFor(t), testAdapter, bearer(mint("vera", []auth.Role{auth.RoleViewer}, "")))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, list.StatusCode(), "body: %s", list.Body)
+	require.Equal(t, "r", deref(list.JSON200.Items[0].Holder))
 }
 
 // The fence: a report made under a lease is stored only while its generation is the holder's, and only about a
