@@ -252,8 +252,10 @@ func (s *stack) specs() ([]supervisor.Spec, error) {
 
 	apiURL := "http://" + s.cfg.apiAddr
 	adapter := func(name, ops string, deps []string, args ...string) supervisor.Spec {
+		// Shard leases as in production (docs/shard-leases.md): one shard, so a second replica started by hand
+		// stands by and takes over when the supervised one is stopped.
 		args = append([]string{"--api-url", apiURL, "--ops-bind-address", ops, "--poll-interval", s.cfg.pollInterval.String(),
-			"--drain-timeout", "10s"}, args...)
+			"--drain-timeout", "10s", "--shard-leases"}, args...)
 		if s.tokens != nil {
 			args = append(args, "--token-file", s.tokens.adapterFile(name))
 		}

@@ -38,6 +38,7 @@ var statusOf = map[resource.Code]int{
 	resource.CodeInUse:                http.StatusConflict,
 	resource.CodeTransition:           http.StatusConflict,
 	resource.CodeDeletionProtected:    http.StatusConflict,
+	resource.CodeLeaseLost:            http.StatusConflict,
 	resource.CodeQuotaExceeded:        http.StatusUnprocessableEntity,
 	resource.CodeStatusStale:          http.StatusConflict,
 	resource.CodeExpired:              http.StatusGone,

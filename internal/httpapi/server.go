@@ -97,6 +97,8 @@ type Config struct {
 	Tenancy bool
 	// Tenants serves /tenants and /tenant (resource.Tenants); nil answers them 404.
 	Tenants TenantService
+	// ShardLeases serves /adapters/{adapter}/shard-leases (resource.ShardLeases); nil answers it 404.
+	ShardLeases ShardLeaseService
 }
 
 // ChangeFeed is what the HTTP edge needs of the change feed (feed.Feed).
@@ -189,6 +191,7 @@ func NewHandler(cfg Config, svc Service, kinds []*resource.Descriptor, log *slog
 		resources.Handle(item+"/history", k.route(auth.ActionRead, k.history)).Methods(http.MethodGet)
 	}
 	s.routeTenants(resources)
+	s.routeShardLeases(resources)
 	// Everything is named, logged and measured; only the resource API needs a caller, a rate and a body limit,
 	// so the version, the metadata, the OpenAPI document and the UI stay public (as upstream's metadata is).
 	r.Use(s.observe)

@@ -188,6 +188,36 @@ func migrations() []*gormigrate.Migration {
 			ID:      "202612050014_tenancy",
 			Migrate: func(tx *gorm.DB) error { return execAll(tx, tenancyDDL()) },
 		},
+		{
+			// Adapter shard leases: which replica of an adapter reconciles which of its virtual shards. A lease's
+			// generation grows on every change of holder, and reports made under a lease carry it, so that the
+			// report of a replica that lost the shard is refused (fencing). Members are the replicas that asked
+			// lately: the live ones share the shards.
+			ID: "202612050015_adapter_shard_leases",
+			Migrate: func(tx *gorm.DB) error {
+				return execAll(tx, []string{
+					`CREATE TABLE adapter_shard_leases (
+						adapter text NOT NULL,
+						shard integer NOT NULL CHECK (shard >= 0),
+						shard_count integer NOT NULL CHECK (shard_count >= 1),
+						holder text,
+						generation bigint NOT NULL DEFAULT 0,
+						renewed_time timestamptz,
+						expires_time timestamptz,
+						PRIMARY KEY (adapter, shard),
+						CHECK (shard < shard_count),
+						CHECK ((holder IS NULL) = (expires_time IS NULL))
+					)`,
+					`CREATE TABLE adapter_shard_members (
+						adapter text NOT NULL,
+						replica text NOT NULL,
+						seen_time timestamptz NOT NULL,
+						expires_time timestamptz NOT NULL,
+						PRIMARY KEY (adapter, replica)
+					)`,
+				})
+			},
+		},
 	}
 }
 

@@ -30,6 +30,7 @@ const (
 	CodeInUse                Code = "HYPERFLEET-CNF-005" // live resources of another kind name this one
 	CodeTransition           Code = "HYPERFLEET-CNF-006" // a spec change the kind's rules refuse from the stored spec (a minor going back)
 	CodeDeletionProtected    Code = "HYPERFLEET-CNF-007" // deletion_protection is on: clear it with a PATCH first
+	CodeLeaseLost            Code = "HYPERFLEET-CNF-008" // a report made under a shard lease the reporting replica no longer holds (fencing)
 	CodeQuotaExceeded        Code = "HYPERFLEET-QTA-001" // the tenant's quota would be exceeded
 	CodeStatusStale          Code = "HYPERFLEET-STS-001"
 	CodeExpired              Code = "HYPERFLEET-WAT-001" // a watch position older than the retained change feed

@@ -91,6 +91,9 @@ type Tx interface {
 	// more of d's quota (Descriptor.Quota) would take the tenant's live resources of d past it; excludeID, when
 	// set, is a resource whose current use amount replaces.
 	CheckQuota(d *Descriptor, tenant, excludeID string, amount int64) error
+	// CheckShardLease locks adapter's lease on shard against a change of holder until the transaction ends, and
+	// returns a CodeLeaseLost error unless generation is its current holder's under shard count count.
+	CheckShardLease(adapter string, shard, count int, generation int64) error
 }
 
 // Observer is told the outcome of status writes and aggregations, for metrics.

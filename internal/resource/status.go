@@ -64,7 +64,8 @@ func orEmptyObject(raw json.RawMessage) json.RawMessage {
 // lock, recomputes the resource's aggregated status; a deleting resource that the report finalizes is removed.
 // It returns the stored report and whether it is the adapter's first. Errors: CodeInvalid for a malformed report,
 // CodeUnprocessable for a generation the resource has not reached, CodeStatusStale (nothing stored) for a report
-// older than the stored one.
+// older than the stored one, CodeLeaseLost (nothing stored) for a report made under a shard lease (its metadata's
+// lease_generation) that is no longer the current holder's.
 func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id string, rep conditions.Report) (*AdapterStatus, bool, error) {
 	if err := checkIDs(d, parentID, id); err != nil {
 		return nil, false, err
@@ -74,15 +75,27 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		s.observer.StatusWritten(d.Kind, "invalid")
 		return nil, false, err
 	}
+	stamp, err := readLeaseStamp(rep.Metadata, id)
+	if err != nil {
+		s.observer.StatusWritten(d.Kind, "invalid")
+		return nil, false, err
+	}
 	rep.ObservedTime = rep.ObservedTime.UTC().Truncate(time.Microsecond)
 	var out *AdapterStatus
 	var created bool
 	// Two statements: one reads what the write depends on under the resource's lock, one writes the report and,
 	// when the aggregate changed, the resource. A report that only confirms (a heartbeat) writes one row.
-	err := s.store.InTx(ctx, func(tx Tx) error {
+	err = s.store.InTx(ctx, func(tx Tx) error {
 		r, reports, err := tx.LockReports(d, parentID, id)
 		if err != nil {
 			return err
+		}
+		// Fencing: the lease is checked, and locked against a change of holder, in the transaction that saves the
+		// report, so a replica that lost the shard can store nothing after the new holder was granted it.
+		if stamp != nil {
+			if err := tx.CheckShardLease(rep.Adapter, *stamp.Shard, *stamp.ShardCount, *stamp.LeaseGeneration); err != nil {
+				return err
+			}
 		}
 		if rep.ObservedGeneration > r.Generation {
 			return &Error{Code: CodeUnprocessable, Message: fmt.Sprintf("observed_generation %d is ahead of the %s's generation %d", rep.ObservedGeneration, d.Kind, r.Generation),
@@ -153,7 +166,7 @@ func statusOutcome(created bool, err error) string {
 		return "created"
 	case err == nil:
 		return "updated"
-	case ErrorCode(err) == CodeStatusStale:
+	case ErrorCode(err) == CodeStatusStale || ErrorCode(err) == CodeLeaseLost:
 		return "stale"
 	case ErrorCode(err) == CodeInternal || ErrorCode(err) == CodeUnavailable:
 		return "error"

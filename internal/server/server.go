@@ -179,7 +179,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		Feed: s.feed, WatchHeartbeat: cfg.WatchHeartbeat,
 		WatchesPerIdentity: cfg.WatchesPerIdentity, WatchesTotal: cfg.WatchesTotal, WatchMaxLifetime: cfg.WatchMaxLifetime,
 		ListsPerIdentity: cfg.ListsPerIdentity, Tenancy: cfg.JWT.TenantClaim != "",
-		Tenants: resource.NewTenants(store, set.All),
+		Tenants:     resource.NewTenants(store, set.All),
+		ShardLeases: resource.NewShardLeases(store),
 	}
 	if httpCfg.Authenticate, err = authenticator(ctx, cfg, log); err != nil {
 		return nil, err

@@ -79,6 +79,13 @@ type Config struct {
 	Workers int
 	// ShardIndex and ShardCount split the fleet between replicas by a hash of the resource id.
 	ShardIndex, ShardCount int
+	// ShardLeases splits the fleet into ShardCount virtual shards that the replicas lease from the API, in place of
+	// a fixed ShardIndex: a lost replica's shards move to the others, and replicas come and go without a restart of
+	// the rest (docs/shard-leases.md). With one shard, one replica works and the others stand by.
+	ShardLeases bool
+	// ShardLeaseTTL is how long a lease outlives its last renewal (DefaultShardLeaseTTL when 0); the replica renews
+	// every third of it and stops reconciling a shard two thirds of it after its last successful renewal.
+	ShardLeaseTTL time.Duration
 	// Agreed are the adapter's own settings every replica must share, as they share ShardCount (the Hivelocity
 	// provisioner's claim settle): each goes into every report's metadata under its key, and a replica refuses to
 	// start when another replica's recent report gives a key another value.
@@ -138,7 +145,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
-	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet (every replica needs the same count)")
+	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet, or with --shard-leases the virtual shards, e.g. 16 (1: one replica works, the others stand by); every replica needs the same count")
+	fs.BoolVar(&c.ShardLeases, "shard-leases", c.ShardLeases, "lease shards from the API instead of --shard-index: a lost replica's shards move to the others, replicas scale without a restart")
+	fs.DurationVar(&c.ShardLeaseTTL, "shard-lease-ttl", c.ShardLeaseTTL, "with --shard-leases, how long a lease outlives its last renewal; renewed every third of it (0: 15s)")
 	fs.StringVar(&c.OpsBindAddress, "ops-bind-address", c.OpsBindAddress, "address of /healthz, /readyz and /metrics; loopback unless HYPERFLEET_ENV=production")
 	fs.DurationVar(&c.ReconcileTimeout, "reconcile-timeout", c.ReconcileTimeout, "longest one reconcile may take")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long in-flight work may finish after SIGTERM")
@@ -160,6 +169,7 @@ func (c *Config) Check() error {
 	if c.ShardCount < 1 || c.ShardIndex < 0 || c.ShardIndex >= c.ShardCount {
 		errs = append(errs, fmt.Errorf("--shard-index %d must be in [0, --shard-count %d)", c.ShardIndex, c.ShardCount))
 	}
+	errs = append(errs, c.checkShardLeases()...)
 	errs = append(errs, c.checkSource()...)
 	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--watch-idle-timeout": c.WatchIdleTimeout} {
 		if d < 0 {
@@ -231,6 +241,9 @@ func (c Config) withSourceDefaults() Config {
 	}
 	if c.WatchIdleTimeout == 0 {
 		c.WatchIdleTimeout = DefaultWatchIdleTimeout
+	}
+	if c.ShardLeases && c.ShardLeaseTTL == 0 {
+		c.ShardLeaseTTL = DefaultShardLeaseTTL
 	}
 	if c.NATSStream == "" {
 		c.NATSStream = DefaultNATSStream

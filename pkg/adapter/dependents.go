@@ -334,7 +334,7 @@ func (s *dependentsSource) wakeAffected(name string, ids []string) int {
 	r := s.r
 	queued := 0
 	for _, id := range ids {
-		if ShardOf(id, r.cfg.ShardCount) != r.cfg.ShardIndex {
+		if !r.owns(id) {
 			continue
 		}
 		r.queue.wake(Key{Kind: s.primary.Plural, ID: id})
@@ -362,7 +362,7 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 		}
 		items := page.items
 		for _, it := range items {
-			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+			if !r.owns(it.ID) {
 				continue
 			}
 			r.queue.wake(it.Key)

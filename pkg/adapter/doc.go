@@ -13,6 +13,7 @@
 // Around that it serves /healthz (liveness: its own loops turn), /readyz (readiness: work listed, the API and the
 // external system reachable, the adapter's checks pass; see Runner.AddReadinessCheck) and Prometheus /metrics,
 // so an outage makes replicas unready and never restarts them. It logs JSON with slog, splits the fleet between
-// replicas by a hash of the resource id (--shard-index, --shard-count), reads its bearer token from a file that
+// replicas by a hash of the resource id (--shard-index, --shard-count, or shards leased from the API with
+// --shard-leases, which move when a replica is lost: docs/shard-leases.md), reads its bearer token from a file that
 // may be rotated, and drains in-flight work on SIGTERM.
 package adapter

@@ -73,7 +73,7 @@ func (s *pendingSource) list(ctx context.Context) (string, error) {
 			position = page.position
 		}
 		for _, it := range page.items {
-			if ShardOf(it.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+			if !r.owns(it.ID) {
 				continue
 			}
 			seen++
@@ -109,7 +109,7 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 	if e.Type == api.WatchEventTypeLeft {
 		return nil // the watch's pending_for says the adapter has nothing left to do on it
 	}
-	if ShardOf(key.ID, r.cfg.ShardCount) != r.cfg.ShardIndex {
+	if !r.owns(key.ID) {
 		return nil
 	}
 	if !e.filtered {

@@ -53,6 +53,8 @@ type Runner struct {
 	health   *health
 	// dependents are the running Dependents sources; set by Run before any worker starts, read-only after.
 	dependents []*dependentsSource
+	// leases are the shards this replica holds with Config.ShardLeases; nil with static shards.
+	leases *shardLeaser
 }
 
 // New checks cfg, reads the token file and binds the ops listener; Run starts the work. log should carry no
@@ -93,8 +95,11 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 		}
 	}
 	var err error
-	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics, api.FormatShard(cfg.ShardIndex, cfg.ShardCount)); err != nil {
+	if r.api, err = newAPI(cfg.APIURL, token, cfg.Transport, r.metrics, rateShard(cfg)); err != nil {
 		return nil, err
+	}
+	if cfg.ShardLeases {
+		r.leases = newShardLeaser(r)
 	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", cfg.OpsBindAddress)
 	if err != nil {
@@ -133,7 +138,7 @@ func (r *Runner) Referenced(kind *Kind, name string) (Reference, bool) {
 // Kubernetes watch event on an object it manages), so that it need not poll the system for progress. It may be
 // called before Run; the key waits in the queue until then.
 func (r *Runner) Wake(kind *Kind, parentID, id string) bool {
-	if ShardOf(id, r.cfg.ShardCount) != r.cfg.ShardIndex {
+	if !r.owns(id) {
 		return false
 	}
 	r.queue.wake(Key{Kind: kind.Plural, ID: id, ParentID: parentID})
@@ -174,6 +179,7 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 			return err
 		}
 	}
+	stopLeases := r.startShardLeases(ctx, controllers)
 	opsSrv := &http.Server{Handler: r.opsHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := opsSrv.Serve(r.ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -244,6 +250,7 @@ func (r *Runner) Run(ctx context.Context, controllers ...Controller) error {
 		cancelWork()
 		<-drained
 	}
+	stopLeases()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := opsSrv.Shutdown(shutdownCtx); err != nil {
@@ -381,6 +388,12 @@ const (
 func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Key) {
 	start := r.clock.Now()
 	log := r.log.With(slog.String("kind", kind.Name), slog.String("id", key.ID))
+	ctx, endLease, lease, held := r.leaseWork(ctx, key.ID)
+	defer endLease()
+	if !held {
+		r.queue.settle(key) // its shard moved to another replica, which re-checks it
+		return
+	}
 	obj, err := r.fetch(ctx, kind, key)
 	if err != nil {
 		r.apiFailed(log, kind, key, 0, "fetch", err)
@@ -393,6 +406,7 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	for k, v := range r.cfg.Agreed {
 		metadata[k] = v
 	}
+	lease.stamp(metadata)
 	var (
 		out    Outcome
 		recErr error
@@ -416,7 +430,7 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	}
 	if err := r.putStatus(ctx, kind, key, report); err != nil {
 		r.reports.forget(key)
-		if isStale(err) {
+		if isStale(err) || isLeaseLost(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
 			log.Debug("report was stale; dropped")
 			r.metrics.reconciles.WithLabelValues(kind.Name, resultStale).Inc()

@@ -3,23 +3,17 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/pkg/shard"
 )
 
 // ShardOf returns the shard of a resource id among count shards: the replica with --shard-index ShardOf(id, count)
 // reconciles it. Every replica must agree, so it depends on nothing but the id.
-func ShardOf(id string, count int) int {
-	if count <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(count)) //nolint:gosec // 1 ≤ count ≤ MaxShards (Config.Check)
-}
+func ShardOf(id string, count int) int { return shard.Of(id, count) }
 
 // shardSample is how many recently updated resources checkShards looks at.
 const shardSample = 10

@@ -816,6 +816,12 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// HeldShardLease defines model for HeldShardLease.
+type HeldShardLease struct {
+	Generation int64 `json:"generation"`
+	Shard      int   `json:"shard"`
+}
+
 // HistoryEntry defines model for HistoryEntry.
 type HistoryEntry struct {
 	// Action `created`; `updated` (spec, labels or deletion_protection); `deleting` (marked for deletion, itself or
@@ -1423,6 +1429,76 @@ type RolloutCount = int
 // Example: 10%
 type RolloutPercent = string
 
+// ShardLease defines model for ShardLease.
+type ShardLease struct {
+	// ExpiresTime When the lease ends unless renewed; absent when free.
+	ExpiresTime *time.Time `json:"expires_time,omitempty"`
+
+	// Generation The fencing generation: it grows on every change of holder.
+	Generation int64 `json:"generation"`
+
+	// Holder The replica holding the lease; absent when the shard is free or its lease expired.
+	Holder *string `json:"holder,omitempty"`
+	Shard  int     `json:"shard"`
+}
+
+// ShardLeaseGrant defines model for ShardLeaseGrant.
+type ShardLeaseGrant struct {
+	Adapter string `json:"adapter"`
+
+	// FairShare ceil(shard_count / live_replicas): the most shards one replica takes.
+	FairShare int `json:"fair_share"`
+
+	// Kind Example: ShardLeaseGrant
+	Kind string `json:"kind"`
+
+	// Leases The leases the replica holds now, by shard.
+	Leases []ShardLease `json:"leases"`
+
+	// LiveReplicas The replicas sharing the shards, this one included (unless it released).
+	LiveReplicas int `json:"live_replicas"`
+
+	// Lost The shards of `held` the replica no longer holds at the generation it named.
+	Lost    []int  `json:"lost"`
+	Replica string `json:"replica"`
+
+	// ServerTime The database's clock when the leases were granted.
+	ServerTime time.Time `json:"server_time"`
+	ShardCount int       `json:"shard_count"`
+	TtlSeconds int       `json:"ttl_seconds"`
+}
+
+// ShardLeaseList defines model for ShardLeaseList.
+type ShardLeaseList struct {
+	Adapter string       `json:"adapter"`
+	Items   []ShardLease `json:"items"`
+
+	// Kind Example: ShardLeaseList
+	Kind string `json:"kind"`
+
+	// ServerTime The database's clock when the leases were read.
+	ServerTime time.Time `json:"server_time"`
+	Size       int       `json:"size"`
+}
+
+// ShardLeaseRequest defines model for ShardLeaseRequest.
+type ShardLeaseRequest struct {
+	// Held The leases the replica believes it holds; those it no longer holds at that generation are answered in `lost`.
+	Held *[]HeldShardLease `json:"held,omitempty"`
+
+	// Release Give every lease back and leave (the replica is stopping).
+	Release *bool `json:"release,omitempty"`
+
+	// Replica The replica: unique among the running replicas of the adapter (the pod name).
+	Replica string `json:"replica"`
+
+	// ShardCount The virtual shards the adapter's fleet is split into; every replica uses the same.
+	ShardCount int `json:"shard_count"`
+
+	// TtlSeconds How long the leases live after this call unless renewed.
+	TtlSeconds int `json:"ttl_seconds"`
+}
+
 // SparseList A page of resources with only the members the `fields` parameter asked for.
 type SparseList struct {
 	Items []SparseResource `json:"items"`
@@ -2016,6 +2092,9 @@ type WatchEvent struct {
 // (marked for deletion); `removed` (gone for good); `left` (a filtered watch only: the change made the
 // resource stop matching the filter).
 type WatchEventType string
+
+// AdapterName defines model for adapter_name.
+type AdapterName = string
 
 // After defines model for after.
 type After = string
@@ -2673,6 +2752,9 @@ type ListVersionStreamHistoryParams struct {
 	Size *HistorySize `form:"size,omitempty" json:"size,omitempty"`
 }
 
+// AcquireShardLeasesJSONRequestBody defines body for AcquireShardLeases for application/json ContentType.
+type AcquireShardLeasesJSONRequestBody = ShardLeaseRequest
+
 // CreateClusterJSONRequestBody defines body for CreateCluster for application/json ContentType.
 type CreateClusterJSONRequestBody = ClusterCreate
 
@@ -3085,6 +3167,51 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/hyperfleet/v1 (the `GetAPIInfo` operationId).
 	GetAPIInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListShardLeases List an adapter's shard leases
+	//
+	// Every virtual shard of the adapter, with the replica that holds it (absent when free or expired), its
+	// fencing generation and when the lease ends unless renewed. An adapter that never asked for leases has none
+	// (an empty list). Any reader may list them.
+	//
+	// Corresponds with GET /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `ListShardLeases` operationId).
+	ListShardLeases(ctx context.Context, adapter AdapterName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireShardLeasesWithBody Renew, take and give back an adapter replica's shard leases
+	//
+	// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+	// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+	// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+	// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+	// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+	// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+	// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+	// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+	// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+	// adapter, or admin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+	AcquireShardLeasesWithBody(ctx context.Context, adapter AdapterName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireShardLeases Renew, take and give back an adapter replica's shard leases
+	//
+	// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+	// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+	// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+	// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+	// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+	// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+	// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+	// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+	// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+	// adapter, or admin.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+	AcquireShardLeases(ctx context.Context, adapter AdapterName, body AcquireShardLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListClusters List clusters
 	//
@@ -3755,6 +3882,81 @@ func (c *Client) GetMetadata(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /api/hyperfleet/v1 (the `GetAPIInfo` operationId).
 func (c *Client) GetAPIInfo(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAPIInfoRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListShardLeases List an adapter's shard leases
+//
+// Every virtual shard of the adapter, with the replica that holds it (absent when free or expired), its
+// fencing generation and when the lease ends unless renewed. An adapter that never asked for leases has none
+// (an empty list). Any reader may list them.
+//
+// Corresponds with GET /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `ListShardLeases` operationId).
+func (c *Client) ListShardLeases(ctx context.Context, adapter AdapterName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListShardLeasesRequest(c.Server, adapter)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireShardLeasesWithBody Renew, take and give back an adapter replica's shard leases
+//
+// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+// adapter, or admin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+func (c *Client) AcquireShardLeasesWithBody(ctx context.Context, adapter AdapterName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireShardLeasesRequestWithBody(c.Server, adapter, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireShardLeases Renew, take and give back an adapter replica's shard leases
+//
+// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+// adapter, or admin.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+func (c *Client) AcquireShardLeases(ctx context.Context, adapter AdapterName, body AcquireShardLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireShardLeasesRequest(c.Server, adapter, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5270,6 +5472,87 @@ func NewGetAPIInfoRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListShardLeasesRequest constructs an http.Request for the ListShardLeases method
+func NewListShardLeasesRequest(server string, adapter AdapterName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "adapter", adapter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/adapters/%s/shard-leases", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcquireShardLeasesRequest calls the generic AcquireShardLeases builder with application/json body
+func NewAcquireShardLeasesRequest(server string, adapter AdapterName, body AcquireShardLeasesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireShardLeasesRequestWithBody(server, adapter, "application/json", bodyReader)
+}
+
+// NewAcquireShardLeasesRequestWithBody constructs an http.Request for the AcquireShardLeases method, with any body, and a specified content type
+func NewAcquireShardLeasesRequestWithBody(server string, adapter AdapterName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "adapter", adapter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/hyperfleet/v1/adapters/%s/shard-leases", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -9207,6 +9490,53 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/hyperfleet/v1 (the `GetAPIInfo` operationId).
 	GetAPIInfoWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetAPIInfoResponse, error)
 
+	// ListShardLeasesWithResponse List an adapter's shard leases
+	//
+	// Every virtual shard of the adapter, with the replica that holds it (absent when free or expired), its
+	// fencing generation and when the lease ends unless renewed. An adapter that never asked for leases has none
+	// (an empty list). Any reader may list them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `ListShardLeases` operationId).
+	ListShardLeasesWithResponse(ctx context.Context, adapter AdapterName, reqEditors ...RequestEditorFn) (*ListShardLeasesResponse, error)
+
+	// AcquireShardLeasesWithBodyWithResponse Renew, take and give back an adapter replica's shard leases
+	//
+	// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+	// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+	// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+	// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+	// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+	// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+	// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+	// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+	// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+	// adapter, or admin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+	AcquireShardLeasesWithBodyWithResponse(ctx context.Context, adapter AdapterName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireShardLeasesResponse, error)
+
+	// AcquireShardLeasesWithResponse Renew, take and give back an adapter replica's shard leases
+	//
+	// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+	// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+	// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+	// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+	// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+	// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+	// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+	// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+	// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+	// adapter, or admin.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+	AcquireShardLeasesWithResponse(ctx context.Context, adapter AdapterName, body AcquireShardLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireShardLeasesResponse, error)
+
 	// ListClustersWithResponse List clusters
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9997,6 +10327,130 @@ func (r GetAPIInfoResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAPIInfoResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListShardLeasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ShardLeaseList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListShardLeasesResponse) GetJSON200() *ShardLeaseList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListShardLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListShardLeasesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListShardLeasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListShardLeasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListShardLeasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListShardLeasesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AcquireShardLeasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ShardLeaseGrant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcquireShardLeasesResponse) GetJSON200() *ShardLeaseGrant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireShardLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r AcquireShardLeasesResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AcquireShardLeasesResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AcquireShardLeasesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireShardLeasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireShardLeasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireShardLeasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireShardLeasesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13825,6 +14279,71 @@ func (c *ClientWithResponses) GetAPIInfoWithResponse(ctx context.Context, reqEdi
 	return ParseGetAPIInfoResponse(rsp)
 }
 
+// ListShardLeasesWithResponse List an adapter's shard leases
+//
+// Every virtual shard of the adapter, with the replica that holds it (absent when free or expired), its
+// fencing generation and when the lease ends unless renewed. An adapter that never asked for leases has none
+// (an empty list). Any reader may list them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `ListShardLeases` operationId).
+func (c *ClientWithResponses) ListShardLeasesWithResponse(ctx context.Context, adapter AdapterName, reqEditors ...RequestEditorFn) (*ListShardLeasesResponse, error) {
+	rsp, err := c.ListShardLeases(ctx, adapter, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListShardLeasesResponse(rsp)
+}
+
+// AcquireShardLeasesWithBodyWithResponse Renew, take and give back an adapter replica's shard leases
+//
+// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+// adapter, or admin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+func (c *ClientWithResponses) AcquireShardLeasesWithBodyWithResponse(ctx context.Context, adapter AdapterName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireShardLeasesResponse, error) {
+	rsp, err := c.AcquireShardLeasesWithBody(ctx, adapter, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireShardLeasesResponse(rsp)
+}
+
+// AcquireShardLeasesWithResponse Renew, take and give back an adapter replica's shard leases
+//
+// A replica of an adapter running with shard leases calls this every third of its TTL. In one transaction,
+// under row locks of the adapter's leases, the API renews the replica's leases, takes free or expired shards
+// up to its fair share (ceil(shards / live replicas); the live replicas are those that hold a lease or asked
+// within their TTL), gives back the shards above floor(shards / live replicas) while another live replica has
+// fewer, and answers the leases the replica holds with their generations. A lease's generation grows on every
+// change of holder; the replica puts it in the metadata of its reports (`shard`, `shard_count`,
+// `lease_generation`), and a report whose generation is no longer the current holder's is refused with 409
+// `HYPERFLEET-CNF-008`. With `release` the replica gives every lease back and leaves (as it stops). A shard
+// count other than the one live replicas hold leases under is 422 `HYPERFLEET-VAL-006`. Role adapter, as this
+// adapter, or admin.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/hyperfleet/v1/adapters/{adapter}/shard-leases (the `AcquireShardLeases` operationId).
+func (c *ClientWithResponses) AcquireShardLeasesWithResponse(ctx context.Context, adapter AdapterName, body AcquireShardLeasesJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireShardLeasesResponse, error) {
+	rsp, err := c.AcquireShardLeases(ctx, adapter, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireShardLeasesResponse(rsp)
+}
+
 // ListClustersWithResponse List clusters
 //
 // Returns a wrapper object for the known response body format(s).
@@ -15070,6 +15589,100 @@ func ParseGetAPIInfoResponse(rsp *http.Response) (*GetAPIInfoResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListShardLeasesResponse parses an HTTP response from a ListShardLeasesWithResponse call
+func ParseListShardLeasesResponse(rsp *http.Response) (*ListShardLeasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListShardLeasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ShardLeaseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAcquireShardLeasesResponse parses an HTTP response from a AcquireShardLeasesWithResponse call
+func ParseAcquireShardLeasesResponse(rsp *http.Response) (*AcquireShardLeasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireShardLeasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ShardLeaseGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
