@@ -168,9 +168,9 @@ func New(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
+	// Mine is the runner's own test: its static shard, or the shards it holds leases on.
 	orphans, err := newOrphanCollector(rec, runner.API(), OrphanSettings{Grace: o.OrphanGrace, DryRun: o.OrphanDryRun, Every: o.RecheckAfter,
-		Mine: func(poolID string) bool { return adapter.ShardOf(poolID, shardCount) == shardIndex }}, runner.Registerer())
+		Mine: runner.Owns}, runner.Registerer())
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 		return nil, err
 	}
 	runner.AddReadinessCheck("management cluster cache", mgmt.Fresh)
-	sw, err := newSweeper(rt, o, runner, rec.Metrics, func() []sweepTarget { return []sweepTarget{{kube: mgmt}} }, log)
+	sw, err := newSweeper(o, runner, rec.Metrics, func() []sweepTarget { return []sweepTarget{{kube: mgmt}} }, log)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	mcs := &managementClusters{fleet: f, resync: cmp.Or(o.ManagementClusterResync, DefaultManagementClusterResync),
 		perControlPlane: capacity.ControlPlane{VCPU: cmp.Or(o.ControlPlaneVCPU, DefaultControlPlaneVCPU),
 			MemoryGiB: cmp.Or(o.ControlPlaneMemoryGiB, DefaultControlPlaneMemoryGiB)}}
-	sw, err := newSweeper(rt, o, runner, rec.Metrics, f.sweepTargets, log)
+	sw, err := newSweeper(o, runner, rec.Metrics, f.sweepTargets, log)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 
 // newSweeper builds the orphan sweep of the management clusters targets lists, over the clusters of this replica's
 // shard.
-func newSweeper(rt adapter.Config, o Options, runner *adapter.Runner, m *Metrics, targets func() []sweepTarget, log *slog.Logger) (*sweeper, error) {
+func newSweeper(o Options, runner *adapter.Runner, m *Metrics, targets func() []sweepTarget, log *slog.Logger) (*sweeper, error) {
 	if o.SweepGrace < 0 || o.SweepInterval < 0 {
 		return nil, errors.New("--sweep-grace and --sweep-interval must not be negative")
 	}
@@ -239,10 +239,9 @@ func newSweeper(rt adapter.Config, o Options, runner *adapter.Runner, m *Metrics
 	if err != nil {
 		return nil, err
 	}
-	shardIndex, shardCount := rt.ShardIndex, rt.ShardCount
 	return &sweeper{targets: targets, orphans: orphans, dryRun: o.SweepDryRun, grace: grace,
 		every: cmp.Or(o.SweepInterval, DefaultSweepInterval), metrics: m, acted: map[types.UID]bool{},
-		mine: func(id string) bool { return adapter.ShardOf(id, shardCount) == shardIndex },
+		mine: runner.Owns, // its static shard, or the shards it holds leases on
 		log:  log.With(slog.String("adapter", Name), slog.String("part", "sweep"))}, nil
 }
 
