@@ -198,7 +198,7 @@ func TestHelmValues(t *testing.T) {
 			},
 		},
 		{
-			name:   "no network policy or service monitors",
+			name: "no network policy or service monitors",
 			values: map[string]any{"networkPolicy": map[string]any{"enabled": false}, "serviceMonitor": map[string]any{"enabled": false},
 				"prometheusRule": map[string]any{"enabled": false}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
