@@ -76,7 +76,7 @@ func TestManifestsApplyToKubeAPIServer(t *testing.T) {
 				}
 			}
 		}
-		applier := find(t, objs, "StatefulSet", "hostedcluster-applier")
+		applier := find(t, objs, "Deployment", "hostedcluster-applier")
 		sa, _, _ := unstructured.NestedString(applier.Object, "spec", "template", "spec", "serviceAccountName")
 		require.NotEmpty(t, sa)
 		user := "system:serviceaccount:" + applier.GetNamespace() + ":" + sa

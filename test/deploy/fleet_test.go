@@ -48,10 +48,10 @@ func TestPlacerRunsAlone(t *testing.T) {
 // and deploy/README.md name, where --management-cluster-credentials looks, and that every key of the example is a
 // kubeconfig: the one of the cluster HyperFleet runs in reads the applier's own ServiceAccount token.
 func TestApplierMountsTheManagementClusters(t *testing.T) {
-	var set appsv1.StatefulSet
-	obj := find(t, render(t, deployDir), "StatefulSet", "hostedcluster-applier")
-	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &set, true))
-	pod := set.Spec.Template.Spec
+	var d appsv1.Deployment
+	obj := find(t, render(t, deployDir), "Deployment", "hostedcluster-applier")
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &d, true))
+	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	flags := flagValues(c.Args)
 	dir := flags["--management-cluster-credentials"]
@@ -69,7 +69,7 @@ func TestApplierMountsTheManagementClusters(t *testing.T) {
 	secret := exampleSecret(t)
 	require.Equal(t, "Secret", secret.GetKind())
 	require.Equal(t, pod.Volumes[j].Secret.SecretName, secret.GetName())
-	require.Equal(t, set.GetNamespace(), secret.GetNamespace())
+	require.Equal(t, d.GetNamespace(), secret.GetNamespace())
 	data, found, err := unstructured.NestedStringMap(secret.Object, "stringData")
 	require.NoError(t, err)
 	require.True(t, found)

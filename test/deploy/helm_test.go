@@ -174,18 +174,20 @@ func TestHelmValues(t *testing.T) {
 				for _, obj := range objs {
 					require.NotContains(t, []string{"hivelocity-provisioner", "cluster-placer"}, obj.GetName(), obj.GetKind())
 				}
-				find(t, objs, "StatefulSet", "version-resolver")
-				find(t, objs, "StatefulSet", "hostedcluster-applier")
+				find(t, objs, "Deployment", "version-resolver")
+				find(t, objs, "Deployment", "hostedcluster-applier")
 			},
 		},
 		{
-			name:   "shards",
-			values: map[string]any{"adapters": map[string]any{"versionResolver": map[string]any{"replicas": 3}}},
+			name:   "replicas and shards",
+			values: map[string]any{"adapters": map[string]any{"versionResolver": map[string]any{"replicas": 3, "shards": 32}}},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				for _, w := range workloads(t, kinds(objs, "StatefulSet")) {
+				for _, w := range workloads(t, kinds(objs, "Deployment")) {
 					if w.obj.GetName() == "version-resolver" {
 						require.Equal(t, int32(3), *w.replicas)
-						require.Equal(t, "3", flagValues(w.pod.Containers[0].Args)["--shard-count"])
+						flags := flagValues(w.pod.Containers[0].Args)
+						require.Equal(t, "32", flags["--shard-count"])
+						require.Contains(t, w.pod.Containers[0].Args, "--shard-leases")
 					}
 				}
 			},

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // namespaces are where the manifests put things: HyperFleet's own, and HyperShift's for the applier's rights.
@@ -21,10 +23,10 @@ func TestKustomizationsBuild(t *testing.T) {
 		dir       string
 		wantKinds []string
 	}{
-		{dir: ".", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "Service", "ServiceMonitor",
+		{dir: ".", wantKinds: []string{"Namespace", "Deployment", "Service", "ServiceMonitor",
 			"PodDisruptionBudget", "HorizontalPodAutoscaler", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "PrometheusRule",
 			"Job", "NetworkPolicy"}},
-		{dir: "hyperfleet", wantKinds: []string{"Namespace", "Deployment", "StatefulSet", "PrometheusRule"}},
+		{dir: "hyperfleet", wantKinds: []string{"Namespace", "Deployment", "PrometheusRule"}},
 		{dir: "management-cluster", wantKinds: []string{"ServiceAccount", "Role", "RoleBinding"}},
 	}
 	for _, tt := range tests {
@@ -116,30 +118,39 @@ func TestProbesUseNamedPorts(t *testing.T) {
 	}
 }
 
-// TestShardCountIsReplicas checks that every StatefulSet's replicas split the fleet between them: replica N runs
-// --shard-index N of --shard-count = replicas. A count above replicas would leave shards without a replica.
-func TestShardCountIsReplicas(t *testing.T) {
-	var sets int
+// TestShardedAdaptersLeaseTheirShards checks that every sharded adapter is a Deployment whose replicas lease their
+// shards from the API (docs/shard-leases.md): --shard-leases, a --shard-count that does not depend on the
+// replicas (so scaling is only replicas), no --shard-index, each replica named by its pod, rolled one at a time,
+// and a grace period that covers the drain and the hand-back.
+func TestShardedAdaptersLeaseTheirShards(t *testing.T) {
+	var sharded int
 	for _, w := range workloads(t, render(t, deployDir)) {
-		if w.obj.GetKind() != "StatefulSet" {
+		if w.obj.GetKind() != "Deployment" || !slices.Contains(w.pod.Containers[0].Args, "--shard-leases") {
 			continue
 		}
-		sets++
+		sharded++
 		t.Run(w.String(), func(t *testing.T) {
 			require.Len(t, w.pod.Containers, 1)
 			c := w.pod.Containers[0]
 			flags := flagValues(c.Args)
-			require.NotNil(t, w.replicas)
-			require.Equal(t, strconv.Itoa(int(*w.replicas)), flags["--shard-count"], "--shard-count must be replicas")
-			require.Equal(t, "$(SHARD_INDEX)", flags["--shard-index"])
-			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SHARD_INDEX" })
-			require.GreaterOrEqual(t, i, 0, "no SHARD_INDEX in the environment")
+			require.NotContains(t, flags, "--shard-index", "leases replace the ordinal")
+			count, err := strconv.Atoi(flags["--shard-count"])
+			require.NoError(t, err, "--shard-count")
+			require.Positive(t, count)
+			require.Equal(t, "$(POD_NAME)", flags["--replica"])
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAME" })
+			require.GreaterOrEqual(t, i, 0, "no POD_NAME in the environment")
 			from := c.Env[i].ValueFrom
-			require.True(t, from != nil && from.FieldRef != nil, "SHARD_INDEX must come from the pod")
-			require.Equal(t, "metadata.labels['"+podIndexLabel+"']", from.FieldRef.FieldPath, "SHARD_INDEX must be the ordinal")
+			require.True(t, from != nil && from.FieldRef != nil && from.FieldRef.FieldPath == "metadata.name", "POD_NAME must be the pod's name")
+			var d appsv1.Deployment
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(w.obj.Object, &d))
+			require.Equal(t, appsv1.RollingUpdateDeploymentStrategyType, d.Spec.Strategy.Type)
+			require.NotNil(t, d.Spec.Template.Spec.TerminationGracePeriodSeconds)
+			require.Greater(t, *d.Spec.Template.Spec.TerminationGracePeriodSeconds, int64(35), "above --drain-timeout (30 s) and the hand-back")
 		})
 	}
-	require.Equal(t, 3, sets, "one StatefulSet per adapter")
+	require.Equal(t, 3, sharded, "the resolver, the applier and the provisioner lease their shards")
+	require.Empty(t, kinds(render(t, deployDir), "StatefulSet"), "no adapter needs an ordinal")
 }
 
 // TestApplierRBACIsTheAdaptersOwn keeps the one copy of the applier's RBAC that deploy/ needs (kustomize loads no

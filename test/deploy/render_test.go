@@ -83,10 +83,7 @@ func workloads(tb testing.TB, objs []*unstructured.Unstructured) []workload {
 // envRef is a $(VAR) reference, which Kubernetes expands in command and args from the container's environment.
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
-// podIndexLabel is the label Kubernetes gives each StatefulSet pod with its ordinal.
-const podIndexLabel = "apps.kubernetes.io/pod-index"
-
-// expandArgs returns c's args as the container will see them in the first replica (ordinal 0): $(VAR) replaced by
+// expandArgs returns c's args as the container will see them in a replica: $(VAR) replaced by
 // the value Kubernetes would give VAR. It fails on a reference it cannot resolve, since the container would then
 // get the literal text.
 func expandArgs(tb testing.TB, w workload, c corev1.Container) []string {
@@ -96,8 +93,6 @@ func expandArgs(tb testing.TB, w workload, c corev1.Container) []string {
 		switch {
 		case e.ValueFrom == nil:
 			values[e.Name] = e.Value
-		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['"+podIndexLabel+"']":
-			values[e.Name] = "0"
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			values[e.Name] = w.obj.GetName() + "-0"
 		}

@@ -18,6 +18,17 @@ import (
 	"github.com/hyperfleet/hyperfleet/test/kubeenv"
 )
 
+// readyCluster starts the applier and a resolved stream, and creates the cluster name on it, Ready.
+func (w *applierWorld) readyCluster(t *testing.T, name string) (*hostedcluster.Adapter, *api.Cluster) {
+	t.Helper()
+	applier := w.startApplier(t, nil, nil)
+	stream := createStream(t, w.api, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
+	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
+	c := createClusterNamed(t, w.api, name, "ocp-4-16", nil)
+	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
+	return applier, c
+}
+
 // applierSeries names one series of the applier's own metrics, labels given sorted by name as "k=v".
 func applierSeries(name string, labels ...string) string {
 	parts := []string{`adapter="` + hostedcluster.Name + `"`}
@@ -41,11 +52,7 @@ func patchClusterLabels(tb testing.TB, s *apiServer, c *api.Cluster, labels stri
 // nothing more.
 func TestApplierOwnMissingHostedClusterIsRecreatedOnlyWhenAsked(t *testing.T) {
 	w := startApplierWorld(t)
-	applier := w.startApplier(t, nil, nil)
-	stream := createStream(t, w.api, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
-	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
-	c := createClusterNamed(t, w.api, "vanishing", "ocp-4-16", nil)
-	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
+	applier, c := w.readyCluster(t, "vanishing")
 	first := w.hostedCluster(t, "vanishing")
 	require.Equal(t, string(first.GetUID()), applierReport(t, w.api, c).Data[hostedcluster.DataHostedClusterUID])
 
@@ -103,11 +110,7 @@ func TestApplierOwnMissingHostedClusterIsRecreatedOnlyWhenAsked(t *testing.T) {
 // uses (the older naming by cluster name) is deleted, and a Secret that is not the cluster's is left alone.
 func TestApplierOwnDriftIsSetBack(t *testing.T) {
 	w := startApplierWorld(t)
-	applier := w.startApplier(t, nil, nil)
-	stream := createStream(t, w.api, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
-	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
-	c := createClusterNamed(t, w.api, "edited", "ocp-4-16", nil)
-	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
+	applier, c := w.readyCluster(t, "edited")
 	hcs := w.env.Dynamic.Resource(kubeenv.HostedClusters()).Namespace(w.namespace)
 	hash := w.hostedCluster(t, "edited").GetAnnotations()[hostedcluster.AnnotationAppliedHash]
 

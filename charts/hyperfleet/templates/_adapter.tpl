@@ -1,7 +1,8 @@
 {{/*
 One adapter: its ServiceAccount, workload, headless Service and ServiceMonitor, as deploy/hyperfleet/<name> has
-them. Takes a dict: root ($), name, port, sharded (a StatefulSet of `replicas` shards, else one Deployment
-replica with Recreate), replicas, automountToken, args, mounts, volumes (YAML lists, may be empty), resources.
+them. Takes a dict: root ($), name, port, sharded (`replicas` replicas sharing `shards` leased shards, rolled one
+at a time; else one replica with Recreate), replicas, shards, automountToken, args, mounts, volumes (YAML lists,
+may be empty), resources.
 */}}
 {{- define "hyperfleet.adapter" -}}
 {{- $ := .root -}}
@@ -14,17 +15,20 @@ metadata:
 automountServiceAccountToken: {{ .automountToken }}
 ---
 apiVersion: apps/v1
-kind: {{ if .sharded }}StatefulSet{{ else }}Deployment{{ end }}
+kind: Deployment
 metadata:
   name: {{ .name }}
   labels:
     {{- include "hyperfleet.labels" (list $ .name "adapter") | nindent 4 }}
 spec:
   {{- if .sharded }}
-  serviceName: {{ .name }}
   replicas: {{ .replicas }}
-  # Shards are independent: start and stop them together.
-  podManagementPolicy: Parallel
+  # A new replica takes its share of the leased shards as the old ones give theirs back (docs/shard-leases.md).
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 1
+      maxUnavailable: 0
   {{- else }}
   # One decider: an update stops the old pod before the new one starts.
   replicas: 1
@@ -43,7 +47,7 @@ spec:
       serviceAccountName: {{ .name }}
       automountServiceAccountToken: {{ .automountToken }}
       enableServiceLinks: false
-      # --drain-timeout (30 s) for in-flight reconciles, plus margin.
+      # --drain-timeout (30 s) for in-flight reconciles, then the shards handed back, plus margin.
       terminationGracePeriodSeconds: 45
       {{- include "hyperfleet.podSecurityContext" $ | nindent 6 }}
       containers:
@@ -55,8 +59,9 @@ spec:
             - --token-file=/var/run/secrets/hyperfleet/token/token
             - --ops-bind-address=:{{ .port }}
             {{- if .sharded }}
-            - --shard-count={{ .replicas }}
-            - --shard-index=$(SHARD_INDEX)
+            - --shard-leases
+            - --shard-count={{ .shards }}
+            - --replica=$(POD_NAME)
             {{- end }}
             {{- with .args }}
             {{- toYaml . | nindent 12 }}
@@ -65,10 +70,10 @@ spec:
             - name: HYPERFLEET_ENV
               value: production
             {{- if .sharded }}
-            - name: SHARD_INDEX
+            - name: POD_NAME
               valueFrom:
                 fieldRef:
-                  fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+                  fieldPath: metadata.name
             {{- end }}
           ports:
             - name: ops
