@@ -51,7 +51,9 @@ func TestSoakQuietWatchKeepsItsConnectionForFiveMinutes(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: available{}}) }()
+	go func() {
+		done <- runner.Run(ctx, adapter.Controller{Kind: adapter.VersionStreams(), Reconciler: available{}})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
