@@ -113,9 +113,14 @@ func runProvisioner(tb testing.TB, s *apiServer, replica string, o hivelocity.Op
 // poolSpec is a pool of replicas devices of the test fleet; the remediation timeouts (3 s powered off, 3 s
 // installing) are short enough for a test and well above the simulator's reloads (0.3 s and 0.6 s).
 func poolSpec(replicas int, userdata string) string {
+	return poolSpecTimeouts(replicas, userdata, "3s")
+}
+
+// poolSpecTimeouts is poolSpec with both remediation timeouts reloadTimeout.
+func poolSpecTimeouts(replicas int, userdata, reloadTimeout string) string {
 	return fmt.Sprintf(`{"replicas":%d,"platform":{"hivelocity":{"device_type":%q,"region":%q,"selector":{"rack":"r1"},
-		"ssh_key_name":%q,"userdata":%q}},"remediation":{"reload_timeout_powered_off":"3s","reload_timeout_powered_on":"3s"}}`,
-		replicas, hvType, hvRegion, hvSSHKey, userdata)
+		"ssh_key_name":%q,"userdata":%q}},"remediation":{"reload_timeout_powered_off":%q,"reload_timeout_powered_on":%q}}`,
+		replicas, hvType, hvRegion, hvSSHKey, userdata, reloadTimeout, reloadTimeout)
 }
 
 // createHVPool creates a node pool from a raw spec.

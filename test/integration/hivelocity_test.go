@@ -41,8 +41,12 @@ func TestHivelocityClaimsAreExactlyOnceAcrossReplicas(t *testing.T) {
 		adoptAfter = o.AdoptAfter()
 		startProvisioner(t, s, k, o)
 	}
+	// The claims are what is tested, not remediation (its own tests have it): with every answer taking up to 1.2 s,
+	// a reload watched through a few status reads can pass poolSpec's 3 s on a loaded machine, and a device taken
+	// out of its pool is no claim race. A minute is still short of a real pool's timeouts.
 	const size = 3
-	pools := []*api.NodePool{createHVPool(t, s, c, "alpha", poolSpec(size, "#alpha\n")), createHVPool(t, s, c, "beta", poolSpec(size, "#beta\n"))}
+	pools := []*api.NodePool{createHVPool(t, s, c, "alpha", poolSpecTimeouts(size, "#alpha\n", "1m")),
+		createHVPool(t, s, c, "beta", poolSpecTimeouts(size, "#beta\n", "1m"))}
 
 	for _, p := range pools {
 		waitWithin(t, 3*time.Minute, "pool "+p.Name+" ready", func() bool {
