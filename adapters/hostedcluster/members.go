@@ -124,11 +124,8 @@ func (f *fleet) Place(ctx context.Context, obj *adapter.Object) (Placement, erro
 	if !st.reachable {
 		return p, fmt.Errorf("%w: %s: %w", ErrManagementClusterUnreachable, name, st.err)
 	}
-	// Nor one whose caches can no longer list what they hold (RBAC revoked, the CRD gone): they froze.
-	if st.listErr != nil {
-		return p, fmt.Errorf("%w: %s: %w", ErrCacheStale, name, st.listErr)
-	}
-	return p, nil
+	// Nor one whose caches no longer follow it: they froze.
+	return p, m.stale()
 }
 
 // Forget drops what was kept about a finalized cluster.
@@ -444,11 +441,8 @@ func (f *fleet) stale() error {
 	slices.SortFunc(members, func(a, b *member) int { return strings.Compare(a.name, b.name) })
 	var errs []error
 	for _, m := range members {
-		if st := m.state(); st.reachable && st.listErr != nil {
-			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrCacheStale, m.name, st.listErr))
-		}
-		if err := m.kube.Fresh(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
+		if err := m.stale(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -489,6 +483,18 @@ type probeResult struct {
 	// listErr is why the applier may not list the namespace's HostedClusters, as its cache must: the watch
 	// that fills the cache goes on streaming after its rights are revoked, so only a new request tells.
 	listErr error
+}
+
+// stale returns why m's caches no longer follow its management cluster (ErrCacheStale, wrapped), or nil: its last
+// probe could not list what they hold (RBAC revoked, the CRD gone), or their watch keeps failing.
+func (m *member) stale() error {
+	if st := m.state(); st.reachable && st.listErr != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCacheStale, m.name, st.listErr)
+	}
+	if err := m.kube.Fresh(); err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	return nil
 }
 
 func (m *member) state() probeResult {

@@ -29,6 +29,19 @@ func (w *applierWorld) readyCluster(t *testing.T, name string) (*hostedcluster.A
 	return applier, c
 }
 
+// deleteCluster deletes c through the API and waits, saying what, until the API answers 404 for it.
+func (w *applierWorld) deleteCluster(t *testing.T, c *api.Cluster, what string) {
+	t.Helper()
+	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, del.StatusCode())
+	eventually(t, what, func() bool {
+		resp, err := w.api.GetClusterWithResponse(ctxFor(t), c.Id)
+		require.NoError(t, err)
+		return resp.StatusCode() == http.StatusNotFound
+	})
+}
+
 // applierSeries names one series of the applier's own metrics, labels given sorted by name as "k=v".
 func applierSeries(name string, labels ...string) string {
 	parts := []string{`adapter="` + hostedcluster.Name + `"`}
@@ -92,14 +105,7 @@ func TestApplierOwnMissingHostedClusterIsRecreatedOnlyWhenAsked(t *testing.T) {
 	require.Nil(t, w.hostedCluster(t, "vanishing"), "a spent request asks for nothing")
 
 	// Deleting the cluster needs no HostedCluster: its Secrets go, and so does the cluster.
-	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, del.StatusCode())
-	eventually(t, "the cluster removed", func() bool {
-		resp, err := w.api.GetClusterWithResponse(ctxFor(t), c.Id)
-		require.NoError(t, err)
-		return resp.StatusCode() == http.StatusNotFound
-	})
+	w.deleteCluster(t, c, "the cluster removed")
 	secrets, err := w.env.Clientset.CoreV1().Secrets(w.namespace).List(ctxFor(t), metav1.ListOptions{LabelSelector: hostedcluster.LabelClusterID + "=" + c.Id.String()})
 	require.NoError(t, err)
 	require.Empty(t, secrets.Items)

@@ -221,14 +221,7 @@ func TestApplierCreatesRollsAndDeletesHostedClusters(t *testing.T) {
 	require.Equal(t, cincinnatisim.PayloadFor("4.16.3", "amd64"), releaseImageOf(w.hostedCluster(t, "prod-east")))
 	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
 
-	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, del.StatusCode())
-	eventually(t, "the cluster removed after its HostedCluster", func() bool {
-		resp, err := w.api.GetClusterWithResponse(ctxFor(t), c.Id)
-		require.NoError(t, err)
-		return resp.StatusCode() == http.StatusNotFound
-	})
+	w.deleteCluster(t, c, "the cluster removed after its HostedCluster")
 	require.Nil(t, w.hostedCluster(t, "prod-east"), "the HostedCluster is gone")
 	_, err = w.env.Clientset.CoreV1().Secrets(w.namespace).Get(ctxFor(t), c.Id.String()+"-pull-secret", metav1.GetOptions{})
 	require.Error(t, err, "the pull secret is gone too")
@@ -417,17 +410,10 @@ func TestApplierNeedsOnlyItsRole(t *testing.T) {
 	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
 	c := createClusterNamed(t, w.api, "least-privilege", "ocp-4-16", nil)
 	waitForPhase(t, w.api, c, api.ResourceStatusPhaseReady)
-	del, err := w.api.DeleteClusterWithResponse(ctxFor(t), c.Id)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, del.StatusCode())
-	eventually(t, "the cluster removed", func() bool {
-		resp, err := w.api.GetClusterWithResponse(ctxFor(t), c.Id)
-		require.NoError(t, err)
-		return resp.StatusCode() == http.StatusNotFound
-	})
+	w.deleteCluster(t, c, "the cluster removed")
 
 	// The same account may not touch another namespace.
-	_, err = dynamicFor(t, account).Resource(kubeenv.HostedClusters()).Namespace("default").List(ctxFor(t), metav1.ListOptions{})
+	_, err := dynamicFor(t, account).Resource(kubeenv.HostedClusters()).Namespace("default").List(ctxFor(t), metav1.ListOptions{})
 	require.Error(t, err)
 }
 
