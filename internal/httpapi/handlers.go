@@ -508,10 +508,23 @@ func decodeStrict(r *http.Request, v any) error {
 	if err := checkMediaType(r); err != nil {
 		return err
 	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrictBytes(body, v)
+}
+
+func readBody(r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return bodyReadError(r, err)
+		return nil, bodyReadError(r, err)
 	}
+	return body, nil
+}
+
+// decodeStrictBytes is decodeStrict on a body already read.
+func decodeStrictBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

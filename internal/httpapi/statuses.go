@@ -51,7 +51,7 @@ func presentStatus(st *resource.AdapterStatus) statusJSONOut {
 
 func (k *kindHandler) putStatus(w http.ResponseWriter, r *http.Request) {
 	var body reportBody
-	if err := decodeStrict(r, &body); err != nil {
+	if err := decodeReport(r, &body); err != nil {
 		k.fail(w, r, err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
+	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
 // A status write is two statements (and its transaction's BEGIN and COMMIT): LockReports reads, WriteReport
@@ -14,17 +15,18 @@ import (
 // writer left it. The rows the aggregate depends on always exist, since every required adapter has a placeholder
 // from the resource's creation on, and the upsert's own freshness guard covers the rest.
 
-// reportJSON is one report as row_to_json spells it.
+// reportJSON is one report as row_to_json spells it. Its conditions decode in the same pass as the rest: the
+// array is read once, not kept raw and decoded again (as statusRow.toStatus does for a column).
 type reportJSON struct {
-	ResourceID         string          `json:"resource_id"`
-	Adapter            string          `json:"adapter"`
-	ObservedGeneration int64           `json:"observed_generation"`
-	ObservedTime       *time.Time      `json:"observed_time"`
-	Conditions         json.RawMessage `json:"conditions"`
-	Data               json.RawMessage `json:"data"`
-	Metadata           json.RawMessage `json:"metadata"`
-	CreatedTime        time.Time       `json:"created_time"`
-	LastReportTime     *time.Time      `json:"last_report_time"`
+	ResourceID         string                 `json:"resource_id"`
+	Adapter            string                 `json:"adapter"`
+	ObservedGeneration int64                  `json:"observed_generation"`
+	ObservedTime       *time.Time             `json:"observed_time"`
+	Conditions         []conditions.Condition `json:"conditions"`
+	Data               json.RawMessage        `json:"data"`
+	Metadata           json.RawMessage        `json:"metadata"`
+	CreatedTime        time.Time              `json:"created_time"`
+	LastReportTime     *time.Time             `json:"last_report_time"`
 }
 
 func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*resource.Resource, []resource.AdapterStatus, error) {
@@ -63,12 +65,14 @@ func decodeReports(raw []byte) ([]resource.AdapterStatus, error) {
 	}
 	out := make([]resource.AdapterStatus, len(reps))
 	for i := range reps {
-		w := statusRow{ResourceID: reps[i].ResourceID, Adapter: reps[i].Adapter, ObservedGeneration: reps[i].ObservedGeneration,
-			ObservedTime: reps[i].ObservedTime, Conditions: reps[i].Conditions, Data: reps[i].Data, Metadata: reps[i].Metadata,
-			CreatedTime: reps[i].CreatedTime, LastReportTime: reps[i].LastReportTime}
-		var err error
-		if out[i], err = w.toStatus(); err != nil {
-			return nil, err
+		rep := &reps[i]
+		out[i] = resource.AdapterStatus{ResourceID: rep.ResourceID, Adapter: rep.Adapter, ObservedGeneration: rep.ObservedGeneration,
+			Conditions: rep.Conditions, Data: rep.Data, Metadata: rep.Metadata, CreatedTime: rep.CreatedTime.UTC()}
+		if rep.ObservedTime != nil {
+			out[i].ObservedTime = rep.ObservedTime.UTC()
+		}
+		if rep.LastReportTime != nil {
+			out[i].LastReportTime = rep.LastReportTime.UTC()
 		}
 	}
 	return out, nil
