@@ -258,6 +258,9 @@ func newServeCommand(o *options) *cobra.Command {
 	fs.StringVar(&o.cfg.EventsNATSStream, "events-nats-stream", "HYPERFLEET", "JetStream stream the relay publishes to (created if missing)")
 	fs.StringVar(&o.cfg.EventsNATSSubjectPrefix, "events-nats-subject-prefix", "hyperfleet", "subjects are <prefix>.<kind>.<type>, e.g. hyperfleet.cluster.status")
 	o.cfg.EventsNATSAuth.AddFlags(fs, "events-nats-", "the relay")
+	fs.DurationVar(&o.cfg.StatusHeartbeat, "status-heartbeat", time.Minute, "longest a status report identical to the stored one (same generation, conditions, data and metadata) "+
+		"goes unwritten, so that a settled fleet's re-checks cost a read; its last_report_time moves at least this often (0: write every report). "+
+		"Keep adapters' --resync-after above it")
 	fs.DurationVar(&o.cfg.WatchHeartbeat, "watch-heartbeat", 15*time.Second, "longest a watch stream shows nothing before a bookmark event says how far it has read the feed (and keeps proxies from closing it)")
 	fs.DurationVar(&o.cfg.RequiredAdaptersCheck, "required-adapters-check", 10*time.Second,
 		"how often to compare the database's required adapters with the ones served; on a change the replica drains and exits to be restarted on them")

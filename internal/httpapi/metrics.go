@@ -94,7 +94,7 @@ type DomainMetrics struct {
 func NewDomainMetrics(reg prometheus.Registerer) (*DomainMetrics, error) {
 	m := &DomainMetrics{
 		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hyperfleet_status_writes_total", Help: "Adapter status reports by resource kind and outcome (created, updated, stale, invalid, error).",
+			Name: "hyperfleet_status_writes_total", Help: "Adapter status reports by resource kind and outcome (created, updated, unchanged: identical to the stored report and not written, stale, invalid, error).",
 		}, []string{"kind", "outcome"}),
 		aggregations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_aggregations_total", Help: "Aggregations on status writes by resource kind, resulting phase and whether the aggregate changed.",

@@ -98,8 +98,8 @@ type Tx interface {
 
 // Observer is told the outcome of status writes and aggregations, for metrics.
 type Observer interface {
-	// StatusWritten reports one status report about a resource of kind: "created", "updated", "stale",
-	// "invalid" or "error".
+	// StatusWritten reports one status report about a resource of kind: "created", "updated", "unchanged" (the
+	// same as the stored one, within a heartbeat: nothing written), "stale", "invalid" or "error".
 	StatusWritten(kind, outcome string)
 	// Aggregated reports a recomputed aggregate of a resource of kind and whether it differed from the stored one.
 	Aggregated(kind string, phase conditions.Phase, changed bool)
@@ -120,6 +120,8 @@ type Service struct {
 	reportReferrers map[*Descriptor][]reportReferrer
 	observer        Observer
 	now             func() time.Time
+	// heartbeat bounds how long an unchanged report may go unwritten (SuppressUnchangedReports); 0 writes all.
+	heartbeat time.Duration
 }
 
 // NewService returns a Service over store for the given kinds.
@@ -141,6 +143,15 @@ func NewService(store Store, kinds []*Descriptor) *Service {
 	return &Service{store: store, children: children, referrers: referrers, reportReferrers: reportReferrers, observer: noObserver{},
 		now: func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }}
 }
+
+// SuppressUnchangedReports makes PutStatus skip the write of a report identical to the stored one while the
+// stored one is younger than heartbeat (0, the default, writes every report). The stored report's
+// last_report_time then lags the adapter's last re-check by up to heartbeat, and what reads it must allow for
+// that: the runtime's resync (pkg/adapter Config.ResyncAfter, off by default and meant in many minutes) lists a
+// resource whose report is older than its resync again, so a resync at or under heartbeat would re-check such a
+// resource on every poll until the row moves; stuck-work metrics and alerts judge the pending flag, which an
+// unchanged report does not change. Call it while wiring, before serving.
+func (s *Service) SuppressUnchangedReports(heartbeat time.Duration) { s.heartbeat = heartbeat }
 
 // Observe makes o the service's observer; call it while wiring, before serving.
 func (s *Service) Observe(o Observer) { s.observer = o }

@@ -1,9 +1,11 @@
 package resource
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
@@ -82,7 +84,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 	}
 	rep.ObservedTime = rep.ObservedTime.UTC().Truncate(time.Microsecond)
 	var out *AdapterStatus
-	var created bool
+	var created, unchanged bool
 	// Two statements: one reads what the write depends on under the resource's lock, one writes the report and,
 	// when the aggregate changed, the resource. A report that only confirms (a heartbeat) writes one row.
 	err = s.store.InTx(ctx, func(tx Tx) error {
@@ -121,6 +123,17 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		if stored != nil {
 			previous, storedData = stored.Conditions, stored.Data
 		}
+		// A report that says again what the stored one says, within a heartbeat of it, writes nothing: a settled
+		// fleet's re-checks cost this read and no write, no event and no WAL. Unless the aggregate moves (it reads
+		// the clock) or the report would finalize a deleting resource, which the write path must act on.
+		if stored != nil && s.heartbeat > 0 && now.Sub(stored.LastReportTime) < s.heartbeat && sameReport(&rep, stored) {
+			if status, finalized := Aggregate(d, r, reports, now); sameStatus(status, r.Status) && !(finalized && r.Deleting()) {
+				unchanged = true
+				kept := *stored
+				out = &kept
+				return nil
+			}
+		}
 		if err := checkReportedRefs(tx, d, rep.Adapter, rep.Data, storedData); err != nil {
 			return err
 		}
@@ -153,11 +166,53 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		_, err = s.removeIfDone(tx, d, r, finalized, nil)
 		return err
 	})
-	s.observer.StatusWritten(d.Kind, statusOutcome(created, err))
+	outcome := statusOutcome(created, err)
+	if err == nil && unchanged {
+		outcome = "unchanged"
+	}
+	s.observer.StatusWritten(d.Kind, outcome)
 	if err != nil {
 		return nil, false, err
 	}
 	return out, created, nil
+}
+
+// sameReport tells whether rep says what stored says: the same generation, the same conditions (type, status,
+// reason and message, in order) and the same data and metadata as JSON values. observed_time is left out: it
+// is when the adapter looked, which moves on every re-check.
+func sameReport(rep *conditions.Report, stored *AdapterStatus) bool {
+	if rep.ObservedGeneration != stored.ObservedGeneration || len(rep.Conditions) != len(stored.Conditions) {
+		return false
+	}
+	for i, c := range rep.Conditions {
+		o := &stored.Conditions[i]
+		if c.Type != o.Type || c.Status != o.Status || c.Reason != o.Reason || c.Message != o.Message ||
+			o.ObservedGeneration != rep.ObservedGeneration {
+			return false
+		}
+	}
+	return sameJSON(orEmptyObject(rep.Data), stored.Data) && sameJSON(orEmptyObject(rep.Metadata), stored.Metadata)
+}
+
+// sameJSON compares two JSON texts as values. The stored one is jsonb's spelling (its own key order and
+// spacing), so bytes rarely match; numbers compare by their text (json.Number), so that two numbers a float64
+// cannot tell apart are not taken for one: a spelling jsonb changed (1e2 for 100) reads as different, which
+// only costs a write.
+func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	va, errA := decodeValue(a)
+	vb, errB := decodeValue(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeValue(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
 }
 
 func statusOutcome(created bool, err error) string {

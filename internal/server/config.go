@@ -130,6 +130,9 @@ type Config struct {
 	RenewFeedEpoch bool
 	// WatchHeartbeat is how long a watch shows nothing before a bookmark event (default 15 s).
 	WatchHeartbeat time.Duration
+	// StatusHeartbeat is how long a status report identical to the stored one goes unwritten (0: every report is
+	// written); resource.Service.SuppressUnchangedReports says what reads the lagging last_report_time.
+	StatusHeartbeat time.Duration
 	// EventsNATSURL, when set, relays the change feed to NATS JetStream: stream EventsNATSStream (default
 	// HYPERFLEET), subjects <EventsNATSSubjectPrefix>.<kind>.<type> (default prefix hyperfleet).
 	EventsNATSURL           string

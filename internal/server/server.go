@@ -109,6 +109,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Server, err erro
 		log.Info("tenancy on: callers are confined to the tenant their token's claim names", "claim", cfg.JWT.TenantClaim)
 	}
 	svc := resource.NewService(store, set.All)
+	svc.SuppressUnchangedReports(cfg.StatusHeartbeat)
 	if s.feedPool, err = postgres.OpenFeedPool(ctx, s.dsn); err != nil {
 		return nil, err
 	}
