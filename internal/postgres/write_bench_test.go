@@ -99,7 +99,8 @@ func BenchmarkStatusWrite(b *testing.B) {
 			seq := 0
 			report := func(i int) (string, conditions.Report) {
 				message := "stable-4.16/amd64 resolves to 4.16.3"
-				if seq++; !unchanged {
+				seq++
+				if !unchanged {
 					message = fmt.Sprintf("%s (%d)", message, seq)
 				}
 				return clusters[i%len(clusters)].ID, conditions.Report{Adapter: benchAdapters[i/len(clusters)%len(benchAdapters)],

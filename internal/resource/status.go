@@ -127,7 +127,7 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		// fleet's re-checks cost this read and no write, no event and no WAL. Unless the aggregate moves (it reads
 		// the clock) or the report would finalize a deleting resource, which the write path must act on.
 		if stored != nil && s.heartbeat > 0 && now.Sub(stored.LastReportTime) < s.heartbeat && sameReport(&rep, stored) {
-			if status, finalized := Aggregate(d, r, reports, now); sameStatus(status, r.Status) && !(finalized && r.Deleting()) {
+			if status, finalized := Aggregate(d, r, reports, now); sameStatus(status, r.Status) && (!finalized || !r.Deleting()) {
 				unchanged = true
 				kept := *stored
 				out = &kept
