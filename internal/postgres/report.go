@@ -99,9 +99,10 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		[]byte(st.Metadata), st.CreatedTime, st.LastReportTime, r.Generation, r.Deleting(), finalizedGeneration(st), r.Tenant}
 	final := `SELECT (SELECT count(*) FROM up) AS written, 0::bigint AS version`
 	if save {
-		w, err := toRow(d, r)
+		// Only the status moves: its conditions are all that needs encoding (toRow would encode the labels too).
+		aggregate, err := json.Marshal(r.Status.Conditions)
 		if err != nil {
-			return err
+			return fmt.Errorf("encode conditions: %w", err)
 		}
 		// A report changes the status only, never the generation or the deleting flag: the reports' copies of
 		// those (see Save) stay right.
@@ -109,7 +110,7 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 				WHERE id = ? RETURNING id, version, generation, tenant),
 			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
 				SELECT ?, ?, id, ?::uuid, generation, version, tenant FROM saved)`
-		args = append(args, w.Phase, w.Conditions, w.AggregatedFor, r.ID, string(event), d.Kind, nullableID(r.ParentID))
+		args = append(args, string(r.Status.Phase), aggregate, fingerprint(d), r.ID, string(event), d.Kind, nullableID(r.ParentID))
 		final = `SELECT (SELECT count(*) FROM up) AS written, (SELECT version FROM saved) AS version`
 	}
 	var outcome []struct {
