@@ -160,6 +160,9 @@ func (l *listWriter) finish(res resource.ListResult) error {
 	}
 	if res.Counted {
 		tail += `,"total":` + strconv.FormatInt(res.Total, 10)
+		if res.Estimated {
+			tail += `,"total_estimated":true`
+		}
 	}
 	if _, err := l.buf.WriteString(tail + "}\n"); err != nil {
 		return fmt.Errorf("%w: %w", errWrite, err)
@@ -436,6 +439,13 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 		opts.NoCount = true
 	default:
 		return opts, nil, badParam("count", "must be true or false")
+	}
+	switch q.Get("count_estimate") {
+	case "", "false":
+	case "true":
+		opts.EstimateCount = true
+	default:
+		return opts, nil, badParam("count_estimate", "must be true or false")
 	}
 	if v := q.Get("size"); v != "" {
 		n, err := strconv.Atoi(v)
