@@ -20,7 +20,9 @@ start_api() {
 	psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
 	# Older builds (before migrate took them, as at 074dd4e) are told their required adapters by serve.
 	local migrate_req=(--required-adapters "$required") serve_req=()
-	if ! "$bin/hyperfleet-api" migrate --help 2>&1 | grep -q -- --required-adapters; then
+	local help
+	help=$("$bin/hyperfleet-api" migrate --help 2>&1 || true)
+	if [[ $help != *--required-adapters* ]]; then
 		migrate_req=() serve_req=(--required-adapters "$required")
 	fi
 	"$bin/hyperfleet-api" migrate --db-url "$url" "${migrate_req[@]}" 2>"$work/migrate.log" ||

@@ -60,7 +60,7 @@ done
 reads=$(echo "$phases" | tr ',' '\n' | grep -v '^create$' | paste -sd, || true)
 # Whether the load can watch PostgreSQL's backends (older hyperfleet-loads cannot).
 db_flag=()
-"$load" --help 2>&1 | grep -q -- --db-url && db_flag=(--db-url)
+[[ $("$load" --help 2>&1 || true) == *--db-url* ]] && db_flag=(--db-url)
 
 # shellcheck source=test/bench/api.sh
 . test/bench/api.sh
