@@ -26,7 +26,9 @@ type listFixture struct {
 
 const listRows = 1505
 
-func newListFixture(tb testing.TB) *listFixture {
+func newListFixture(tb testing.TB) *listFixture { return newListFixtureOf(tb, listRows) }
+
+func newListFixtureOf(tb testing.TB, rows int) *listFixture {
 	tb.Helper()
 	doc, err := schema.Load(openapi.Document())
 	require.NoError(tb, err)
@@ -42,7 +44,7 @@ func newListFixture(tb testing.TB) *listFixture {
 	// through the service would take most of the test's time.
 	require.NoError(tb, db.Exec(`INSERT INTO versionstreams SELECT (jsonb_populate_record(v, jsonb_build_object(
 		'id', gen_random_uuid(), 'name', 'bulk-' || g, 'created_time', v.created_time + g * interval '1 millisecond'))).*
-		FROM versionstreams v, generate_series(1, ?) g`, listRows-1).Error)
+		FROM versionstreams v, generate_series(1, ?) g`, rows-1).Error)
 	require.NoError(tb, db.Exec(`VACUUM ANALYZE versionstreams`).Error)
 	return f
 }
@@ -112,5 +114,26 @@ func TestNumberedPagesCutTheWholeList(t *testing.T) {
 			}
 			require.Equal(t, whole, pieces)
 		})
+	}
+}
+
+// BenchmarkListPage reads random numbered pages of 100 out of 10,000 resources, with their total, as a list
+// request does (borrowed rows, handed over one at a time): the Go side of a list against a real PostgreSQL, for
+// -cpuprofile. PostgreSQL's own CPU is make bench-limit's.
+func BenchmarkListPage(b *testing.B) {
+	const rows, size = 10000, 100
+	f := newListFixtureOf(b, rows)
+	b.ReportAllocs()
+	page := 0
+	for b.Loop() {
+		page = page*31%(rows/size) + 1
+		n := 0
+		res, err := f.store.List(f.ctx, f.d, resource.ListOptions{Page: page, Size: size, Borrow: true}, func(*resource.Resource) error {
+			n++
+			return nil
+		})
+		if err != nil || n != size || res.Total != rows {
+			b.Fatalf("page %d: %d items, total %d, %v", page, n, res.Total, err)
+		}
 	}
 }
