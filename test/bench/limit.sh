@@ -21,6 +21,9 @@
 #                  also drives the API of main @074dd4e)
 #   BENCH_PGBENCH  0 to skip the raw pgbench runs (default 1)
 #
+# Before each run's load it also takes 5 s of PostgreSQL CPU with the API idle (its feed's polls, its leases), which
+# every DB CPU figure includes, and prints the median under the table.
+#
 # It prints one markdown table, ready for the README: per phase and build, the medians of the API's req/s,
 # pgbench's tx/s, their ratio, and the API's and PostgreSQL's CPU time per request. Every run's figures go to stderr.
 set -euo pipefail
@@ -107,6 +110,16 @@ SQL
 	esac >"$work/$1.sql"
 }
 
+# backend_ns prints the CPU nanoseconds of the client backends of the database at $url so far (psql's own aside).
+backend_ns() {
+	local pid total=0
+	for pid in $(psql -qAt "$url" -c "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+		AND backend_type = 'client backend' AND pid <> pg_backend_pid()"); do
+		total=$((total + $(cut -d' ' -f1 "/proc/$pid/schedstat" 2>/dev/null || echo 0)))
+	done
+	echo "$total"
+}
+
 # measure NAME RUN: one run of one build; appends "name run phase api_rps raw_tps api_cpu db_cpu" per phase.
 measure() {
 	local name=$1 run=$2 phase line rps cpu dbcpu tps out
@@ -114,6 +127,13 @@ measure() {
 	start_api "limit_${name//[^a-zA-Z0-9]/_}_$run" 'cluster=load-a,load-b,load-c'
 	trap 'stop_api; rm -f "$results"' EXIT
 	say "run $run, build $name ($bin)"
+	# What the API costs PostgreSQL with no request at all (its feed's polls, its leases), which every phase's
+	# figure includes: over 5 s before the load.
+	local idle_from idle
+	idle_from=$(backend_ns)
+	sleep 5
+	idle=$(awk -v a="$idle_from" -v b="$(backend_ns)" 'BEGIN { printf "%.1f", (b - a) / 5e6 }')
+	echo "$name $run idle - - - $idle" >>"$results"
 	local common=(--url "http://127.0.0.1:$api_port" --metrics-url "http://127.0.0.1:$metrics_port/metrics"
 		--clusters "$clusters" --requests "$requests" --concurrency "$clients" --prefix "limit-$run")
 	[ ${#db_flag[@]} -gt 0 ] && common+=(--db-url "$url")
@@ -191,3 +211,7 @@ for phase in ${phases//,/ }; do
 	done
 	echo "$line"
 done
+echo
+line="PostgreSQL's CPU with the API idle (its feed's polls and leases; in every DB CPU figure above):"
+for name in "${names[@]}"; do line+=" $name $(col "$name" idle 7) ms/s;"; done
+echo "${line%;}."
