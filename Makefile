@@ -161,7 +161,7 @@ bench: build ## Load-test a running API (make run's, with a minted token): creat
 # The API against the same statements run raw through pgbench, on a fresh database of BENCH_PG, in one run
 # (test/bench/limit.sh says what each phase runs; BENCH_CLIENTS, BENCH_CLUSTERS, BENCH_REQUESTS, BENCH_SECONDS).
 .PHONY: bench-limit
-bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per request kind, and its CPU per request
+bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per request kind, and its and PostgreSQL's CPU per request (BENCH_BUILDS, BENCH_RUNS, BENCH_PHASES)
 	BIN=$(BIN) test/bench/limit.sh
 
 # Tenancy's cost: the API's CPU per request (create, get, list, search) with --tenant-claim against without, JWT on

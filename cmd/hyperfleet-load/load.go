@@ -39,6 +39,8 @@ type config struct {
 	adapters    []string
 	// metrics is the API's /metrics, for its CPU time and memory; nil or empty URL: not measured.
 	metrics *apiProcess
+	// db is the database's backends, for PostgreSQL's CPU time; nil: not measured.
+	db *dbBackends
 	// out receives the measurements, errs the first failures of each phase.
 	out, errs io.Writer
 }
@@ -61,6 +63,9 @@ type result struct {
 	// cpu is the API process's CPU time over the phase, rss its resident memory at the end; zero when not measured.
 	cpu time.Duration
 	rss int64
+	// dbCPU is the database backends' CPU time over the phase, when dbMeasured.
+	dbCPU      time.Duration
+	dbMeasured bool
 }
 
 func (r result) print(w io.Writer) {
@@ -79,8 +84,12 @@ func (r result) print(w io.Writer) {
 	if r.rss > 0 {
 		rss = fmt.Sprintf("%5d", r.rss>>20)
 	}
-	fmt.Fprintf(w, "%-8s %7d ok %5d stale %5d failed %9.0f req/s   p50 %8s   p99 %8s   API %s ms CPU/req  %s MiB RSS\n", r.name, r.ok, r.stale, r.failures,
-		float64(len(r.latencies))/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), cpu, rss)
+	db := ""
+	if answered := len(r.latencies) + int(r.failures); r.dbMeasured && answered > 0 {
+		db = fmt.Sprintf("   DB %8.3f ms CPU/req", float64(r.dbCPU.Microseconds())/1000/float64(answered))
+	}
+	fmt.Fprintf(w, "%-8s %7d ok %5d stale %5d failed %9.0f req/s   p50 %8s   p99 %8s   API %s ms CPU/req  %s MiB RSS%s\n", r.name, r.ok, r.stale, r.failures,
+		float64(len(r.latencies))/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), cpu, rss, db)
 }
 
 // phase runs n calls of op over the configured clients and sorts their answers: want is success, a stale report
@@ -97,6 +106,7 @@ func phase(ctx context.Context, cfg config, name string, n int, op func(ctx cont
 	perWorker := make([]tally, cfg.concurrency)
 	var wg sync.WaitGroup
 	before := cfg.metrics.sample(ctx)
+	dbWatch := cfg.db.watch(ctx)
 	start := time.Now()
 	for w := range cfg.concurrency {
 		wg.Go(func() {
@@ -128,6 +138,9 @@ func phase(ctx context.Context, cfg config, name string, n int, op func(ctx cont
 	}
 	wg.Wait()
 	r := result{name: name, failures: failures.Load(), elapsed: time.Since(start)}
+	if dbWatch != nil {
+		r.dbCPU, r.dbMeasured = dbWatch.end(context.WithoutCancel(ctx)), true
+	}
 	if after := cfg.metrics.sample(context.WithoutCancel(ctx)); before.ok && after.ok {
 		r.cpu, r.rss = after.cpu-before.cpu, after.rss
 	}
@@ -167,8 +180,8 @@ func run(ctx context.Context, cfg config) error {
 	if err := checkAccess(ctx, cfg, client); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.out, "hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase; %s\n",
-		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests, cfg.metrics.describe(ctx))
+	fmt.Fprintf(cfg.out, "hyperfleet-api %s at %s — %d clients, %d clusters, %d requests per read phase; %s%s\n",
+		info.JSON200.Version, cfg.url, cfg.concurrency, cfg.clusters, cfg.requests, cfg.metrics.describe(ctx), cfg.db.describe(ctx))
 
 	var failed int64
 	record := func(r result) {

@@ -9,6 +9,9 @@
 // report per cluster from the first adapter; poll measures that adapter's idle `pending_for` query. They need a
 // token that may report as those adapters (an admin's).
 //
+// With --db-url (PostgreSQL on this machine) each phase also says the database's CPU time per request: the CPU
+// of the client backends serving that database, read from /proc.
+//
 // The streams phase creates --streams VersionStreams; resolved then waits until a running version-resolver has
 // made every one of them Ready and prints how many it resolved per second (start the resolver after streams).
 package main
@@ -52,6 +55,7 @@ func command() *cobra.Command {
 		phases           []string
 		token, tokenFile string
 		metricsURL       string
+		dbURL            string
 	)
 	cmd := &cobra.Command{
 		Use:   "hyperfleet-load",
@@ -88,6 +92,10 @@ mints one.`,
 			}
 			cfg.out, cfg.errs = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			cfg.metrics = &apiProcess{url: metricsURL, client: &http.Client{Timeout: 5 * time.Second}}
+			if cfg.db, err = openDBBackends(cmd.Context(), dbURL); err != nil {
+				return err
+			}
+			defer cfg.db.close(context.WithoutCancel(cmd.Context()))
 			return run(cmd.Context(), cfg)
 		},
 	}
@@ -103,6 +111,7 @@ mints one.`,
 	fs.StringVar(&cfg.prefix, "prefix", fmt.Sprintf("load-%d", time.Now().Unix()%100000), "cluster and stream name prefix (names must be new)")
 	fs.StringSliceVar(&phases, "phases", []string{"create", "get", "list", "search"}, "phases to run, in this order: "+phaseOrder)
 	fs.StringVar(&metricsURL, "metrics-url", "http://127.0.0.1:9090/metrics", "the API's Prometheus endpoint, for its CPU time per request and memory (\"\" to skip)")
+	fs.StringVar(&dbURL, "db-url", "", "the API's database, for PostgreSQL's CPU time per request: its client backends' CPU from /proc (PostgreSQL on this machine only; \"\" to skip)")
 	fs.StringSliceVar(&cfg.adapters, "adapters", []string{"load-a", "load-b", "load-c"}, "adapter names the status phases report as")
 	return cmd
 }

@@ -34,6 +34,7 @@ const (
 type testAPI struct {
 	url     string
 	metrics string
+	db      string
 	admin   *api.ClientWithResponses
 	// mint signs a token for subject with roles.
 	mint func(subject string, roles ...auth.Role) string
@@ -43,15 +44,16 @@ func startAPI(tb testing.TB) *testAPI {
 	tb.Helper()
 	issuer, err := auth.LoadOrCreateDevIssuer(tb.TempDir())
 	require.NoError(tb, err)
+	db := harness.NewDatabase(tb)
 	srv := apitest.Start(tb, server.Config{
-		DB:               server.DBConfig{URL: harness.NewDatabase(tb), MaxOpenConns: 10},
+		DB:               server.DBConfig{URL: db, MaxOpenConns: 10},
 		RequiredAdapters: map[string][]string{"cluster": {"load-a", "load-b", "load-c"}},
 		EnableJWT:        true, EnableAuthz: true,
 		JWT: auth.VerifierConfig{JWKSFile: issuer.JWKSPath(), Issuer: testIssuer, Audience: testAudience},
 	})
 	transport := &http.Transport{}
 	tb.Cleanup(transport.CloseIdleConnections)
-	t := &testAPI{url: srv.API, metrics: srv.Metrics + "/metrics"}
+	t := &testAPI{url: srv.API, metrics: srv.Metrics + "/metrics", db: db}
 	t.mint = func(subject string, roles ...auth.Role) string {
 		tb.Helper()
 		token, err := issuer.Mint(subject, roles, "", time.Hour, testIssuer, testAudience)
@@ -87,9 +89,10 @@ type phaseLine struct {
 	name                string
 	ok, stale, failures int
 	cpu, rss            string // "-" when not measured
+	dbCPU               string // "" when not asked for (no --db-url)
 }
 
-var phaseLineRE = regexp.MustCompile(`(?m)^(\w+)\s+(\d+) ok\s+(\d+) stale\s+(\d+) failed\s+\d+ req/s\s+p50\s+\S+\s+p99\s+\S+\s+API\s+(\S+) ms CPU/req\s+(\S+) MiB RSS$`)
+var phaseLineRE = regexp.MustCompile(`(?m)^(\w+)\s+(\d+) ok\s+(\d+) stale\s+(\d+) failed\s+\d+ req/s\s+p50\s+\S+\s+p99\s+\S+\s+API\s+(\S+) ms CPU/req\s+(\S+) MiB RSS(?:\s+DB\s+(\S+) ms CPU/req)?$`)
 
 func phaseLines(tb testing.TB, out string) []phaseLine {
 	tb.Helper()
@@ -100,7 +103,7 @@ func phaseLines(tb testing.TB, out string) []phaseLine {
 			require.NoError(tb, err)
 			return v
 		}
-		lines = append(lines, phaseLine{name: m[1], ok: n(m[2]), stale: n(m[3]), failures: n(m[4]), cpu: m[5], rss: m[6]})
+		lines = append(lines, phaseLine{name: m[1], ok: n(m[2]), stale: n(m[3]), failures: n(m[4]), cpu: m[5], rss: m[6], dbCPU: m[7]})
 	}
 	return lines
 }
@@ -113,7 +116,7 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 	const clusters, requests = 30, 120
 	stdout, stderr, err := load(t, "--url", s.url, "--token-file", tokenFile, "--clusters", fmt.Sprint(clusters),
 		"--requests", fmt.Sprint(requests), "--concurrency", "4", "--prefix", "all", "--phase-limit", "1m",
-		"--phases", "create,get,list,walk,search,status,settle,poll", "--metrics-url", s.metrics)
+		"--phases", "create,get,list,walk,search,status,settle,poll", "--metrics-url", s.metrics, "--db-url", s.db)
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 
 	got := phaseLines(t, stdout)
@@ -134,6 +137,10 @@ func TestLoadRunsEveryClusterPhaseWithAToken(t *testing.T) {
 		require.NoError(t, err, "%s: CPU per request %q", l.name, l.cpu)
 		require.Positive(t, cpu, l.name)
 		require.NotEqual(t, "-", l.rss, l.name)
+		// So did PostgreSQL, on this machine, in the backends serving the API's database.
+		db, err := strconv.ParseFloat(l.dbCPU, 64)
+		require.NoError(t, err, "%s: database CPU per request %q", l.name, l.dbCPU)
+		require.Positive(t, db, l.name)
 	}
 	require.Equal(t, []string{"create", "get", "list", "walk", "search", "status", "settle", "poll"}, names, "stdout:\n%s", stdout)
 

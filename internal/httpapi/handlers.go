@@ -160,6 +160,9 @@ func (l *listWriter) finish(res resource.ListResult) error {
 	}
 	if res.Counted {
 		tail += `,"total":` + strconv.FormatInt(res.Total, 10)
+		if res.Estimated {
+			tail += `,"total_estimated":true`
+		}
 	}
 	if _, err := l.buf.WriteString(tail + "}\n"); err != nil {
 		return fmt.Errorf("%w: %w", errWrite, err)
@@ -324,6 +327,11 @@ func (k *kindHandler) list(w http.ResponseWriter, r *http.Request) {
 		// A sparse page is its own media type: its items lack members a full resource must have.
 		contentType = sparseJSON
 	}
+	if fields != nil && !fields["labels"] && !fields["spec"] && !fields["status"] {
+		// A sparse page without the JSON members need not read them: they are most of what a row costs PostgreSQL
+		// to send (adapters list with fields=id,owner_references).
+		opts.KeysOnly = true
+	}
 	public := !k.s.seesInternal(r)
 	fast := k.fastItems(&opts, fields, public)
 	opts.Borrow = fast // appendResource copies what it writes before the next row is read
@@ -436,6 +444,13 @@ func listOptions(r *http.Request) (resource.ListOptions, map[string]bool, error)
 		opts.NoCount = true
 	default:
 		return opts, nil, badParam("count", "must be true or false")
+	}
+	switch q.Get("count_estimate") {
+	case "", "false":
+	case "true":
+		opts.EstimateCount = true
+	default:
+		return opts, nil, badParam("count_estimate", "must be true or false")
 	}
 	if v := q.Get("size"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -92,6 +92,12 @@ func TestListOptions(t *testing.T) {
 		{name: "include_deleted 1", query: url.Values{"include_deleted": {"1"}}, want: with(func(o *resource.ListOptions) { o.IncludeDeleted = true })},
 		{name: "include_deleted false", query: url.Values{"include_deleted": {"false"}}, want: defaults},
 		{name: "include_deleted yes", query: url.Values{"include_deleted": {"yes"}}, wantErr: "include_deleted"},
+		// count, count_estimate
+		{name: "count false", query: url.Values{"count": {"false"}}, want: with(func(o *resource.ListOptions) { o.NoCount = true })},
+		{name: "count estimate is not a count", query: url.Values{"count": {"estimate"}}, wantErr: "count"},
+		{name: "count_estimate true", query: url.Values{"count_estimate": {"true"}}, want: with(func(o *resource.ListOptions) { o.EstimateCount = true })},
+		{name: "count_estimate false", query: url.Values{"count_estimate": {"false"}}, want: defaults},
+		{name: "count_estimate 1", query: url.Values{"count_estimate": {"1"}}, wantErr: "count_estimate"},
 
 		// order
 		{name: "order one field", query: url.Values{"order": {"name"}},

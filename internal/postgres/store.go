@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -383,9 +384,11 @@ func (s *Store) list(db *gorm.DB, sc scope, d *resource.Descriptor, opts resourc
 		page = selectCols(q.Session(&gorm.Session{})).Order(order).Limit(opts.Size)
 	default:
 		// Skipping rows costs per row skipped: skip them in the narrow ordered index (an index-only scan when the
-		// filters allow) and fetch only the page's wide rows.
-		ids := q.Session(&gorm.Session{}).Select("id").Order(order).Limit(opts.Size).Offset((opts.Page - 1) * opts.Size)
-		page = selectCols(db.Table(d.Table)).Where("id IN (?)", ids).Order(order)
+		// filters allow) and fetch only the page's wide rows. The offset is a parameter, so that every page of a
+		// list is one statement, prepared and planned once per connection rather than once per page number; the
+		// limit stays a constant, which the planner sizes the join by.
+		ids := q.Session(&gorm.Session{}).Select("id").Order(order)
+		page = selectCols(db.Table(d.Table)).Where("id IN (? LIMIT "+strconv.Itoa(opts.Size)+" OFFSET ?)", ids, offset(opts)).Order(order)
 	}
 	n, last, err := s.eachRow(page, d, opts.Borrow, len(opts.Statuses) > 0, each)
 	if err != nil {
@@ -397,19 +400,74 @@ func (s *Store) list(db *gorm.DB, sc scope, d *resource.Descriptor, opts resourc
 	switch {
 	case opts.NoCount:
 		return out, nil
-	case opts.Page <= 1 && opts.After == "" && n < opts.Size:
-		// A first page shorter than the page size already is the total.
-		out.Total, out.Counted = int64(n), true
+	case opts.After == "" && n < opts.Size && (n > 0 || opts.Page <= 1):
+		// A short numbered page already tells the total: the rows it skipped and the rows it holds.
+		out.Total, out.Counted = offset(opts)+int64(n), true
 		return out, nil
 	}
 	if q, err = where(); err != nil {
 		return out, err
 	}
+	if opts.EstimateCount {
+		estimate, err := planRows(db, q)
+		if err != nil {
+			return out, fmt.Errorf("estimate the count of %s: %w", d.Kind, err)
+		}
+		if estimate >= exactBelow {
+			out.Total, out.Counted, out.Estimated = estimate, true, true
+			return out, nil
+		}
+		if q, err = where(); err != nil {
+			return out, err
+		}
+	}
+	// count(*) with no column reads the narrowest index that the filters allow, without the rows (an index-only
+	// scan where the visibility map says the pages are all visible).
 	if err := q.Count(&out.Total).Error; err != nil {
 		return out, fmt.Errorf("count %s: %w", d.Kind, err)
 	}
 	out.Counted = true
 	return out, nil
+}
+
+// exactBelow is the estimate under which a count asked to be estimated is counted anyway: counting that many
+// index entries costs about what planning the estimate does, and a small total is one a client can check.
+const exactBelow = 1000
+
+// offset is the rows a numbered page skips.
+func offset(opts resource.ListOptions) int64 {
+	if opts.After != "" || opts.Page <= 1 {
+		return 0
+	}
+	return int64(opts.Page-1) * int64(opts.Size)
+}
+
+// planRows returns the planner's estimate of the rows q matches, from its statistics and without reading them:
+// EXPLAIN's "Plan Rows" of the query's top node.
+func planRows(db, q *gorm.DB) (int64, error) {
+	rows, err := db.Raw("EXPLAIN (FORMAT JSON) ?", q.Select("1")).Rows()
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = rows.Close() }() //nolint:errcheck // Err below reports what went wrong while reading
+	var plan []byte
+	for rows.Next() {
+		if err := rows.Scan(&plan); err != nil {
+			return 0, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var out []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &out); err != nil || len(out) != 1 {
+		return 0, fmt.Errorf("read the plan %.200q: %w", plan, err)
+	}
+	return int64(out[0].Plan.Rows), nil
 }
 
 // eachRow runs query and hands its rows to each one at a time, reading the next only once each has returned; it

@@ -72,6 +72,9 @@ type ListOptions struct {
 	After string
 	// NoCount skips counting the matches (ListResult.Counted false).
 	NoCount bool
+	// EstimateCount lets the store answer a large count with the planner's estimate instead of reading every
+	// match (ListResult.Estimated); a small one is still exact.
+	EstimateCount bool
 	// Borrow says each does not keep a resource's raw JSON (Spec, RawLabels, RawConditions) after it returns, so
 	// the store may hand it over in place rather than copy every row's (the bulk of a page's allocations).
 	Borrow bool
@@ -97,6 +100,8 @@ type ListResult struct {
 	// Total is the number of matches, when Counted.
 	Total   int64
 	Counted bool
+	// Estimated says Total is the planner's estimate (ListOptions.EstimateCount), not a count.
+	Estimated bool
 	// Next is the cursor of the next page, empty when this page was the last.
 	Next string
 }

@@ -579,8 +579,11 @@ type ClusterList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // ClusterSpec defines model for ClusterSpec.
@@ -998,8 +1001,11 @@ type ManagementClusterList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // ManagementClusterSpec A HyperShift management cluster that hosted control planes are placed on. The hostedcluster-applier reaches it
@@ -1163,8 +1169,11 @@ type NodePoolList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // NodePoolPercent A percentage of a node pool's `replicas`.
@@ -1356,8 +1365,11 @@ type ResourceList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // ResourceMeta defines model for ResourceMeta.
@@ -1514,8 +1526,11 @@ type SparseList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // SparseResource A resource of any kind with only the members `fields` asked for, and always `id`, `kind` and `href`. Each
@@ -1682,8 +1697,11 @@ type UpgradeScheduleList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // UpgradeScheduleSpec When clusters that name this schedule in `spec.upgrade_schedule` may roll a new release image. A schedule is
@@ -1804,8 +1822,11 @@ type VersionStreamList struct {
 	ResourceVersion string `json:"resource_version"`
 	Size            int    `json:"size"`
 
-	// Total Matches in all; left out with count=false.
+	// Total Matches in all; left out with count=false; an estimate when total_estimated is true.
 	Total *int64 `json:"total,omitempty"`
+
+	// TotalEstimated Present (true) when, with count_estimate=true, total is the database planner's estimate rather than a count.
+	TotalEstimated *bool `json:"total_estimated,omitempty"`
 }
 
 // VersionStreamResolverData Documentation only: the `data` of the version resolver's report on a VersionStream (`GET
@@ -2105,6 +2126,9 @@ type ClusterId = openapi_types.UUID
 // Count defines model for count.
 type Count = bool
 
+// CountEstimate defines model for count_estimate.
+type CountEstimate = bool
+
 // DryRun defines model for dryRun.
 type DryRun = bool
 
@@ -2223,6 +2247,15 @@ type ListClustersParams struct {
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
+
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
 	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
@@ -2316,6 +2349,15 @@ type ListClusterNodePoolsParams struct {
 
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -2411,6 +2453,15 @@ type ListManagementClustersParams struct {
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
+
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
 	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
@@ -2505,6 +2556,15 @@ type ListNodePoolsParams struct {
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
 
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
+
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
 	// status.phase status.conditions.<Type>`. Operators: `= != < <= > >= like ilike in [..] not in [..] between and or not`.
@@ -2579,6 +2639,15 @@ type ListUpgradeSchedulesParams struct {
 
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -2673,6 +2742,15 @@ type ListVersionStreamsParams struct {
 
 	// Count `false` skips counting the matches: `total` is left out, which saves a query on large lists.
 	Count *Count `form:"count,omitempty" json:"count,omitempty"`
+
+	// CountEstimate `true` lets a large `total` be PostgreSQL's estimate instead of a count: the planner's row estimate for the
+	// list's filters, from the table's statistics, which costs the same at a million matches as at ten and reads
+	// no rows. When the estimate is below 1,000 the matches are counted as without it. The list says which:
+	// `total_estimated: true` when `total` is an estimate; absent when it is a count. An estimate follows the
+	// statistics that autovacuum keeps, so it may be off by a few percent on a stable table and by more right
+	// after bulk changes, or for filters whose selectivity the planner cannot know (a `like '%x%'`, a search
+	// on spec). A page shorter than `size` still tells the exact total. Ignored with `count=false`.
+	CountEstimate *CountEstimate `form:"count_estimate,omitempty" json:"count_estimate,omitempty"`
 
 	// Search Tree Search Language filter, e.g. `name like 'prod-%' and labels.env = 'prod'`.
 	// Fields: `id name generation created_time updated_time deleted_time owner_id labels.<key> spec.<dotted.path>
@@ -5633,6 +5711,18 @@ func NewListClustersRequest(server string, params *ListClustersParams) (*http.Re
 
 		}
 
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Search != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -6186,6 +6276,18 @@ func NewListClusterNodePoolsRequest(server string, clusterId ClusterId, params *
 		if params.Count != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -7069,6 +7171,18 @@ func NewListManagementClustersRequest(server string, params *ListManagementClust
 
 		}
 
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Search != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -7752,6 +7866,18 @@ func NewListNodePoolsRequest(server string, params *ListNodePoolsParams) (*http.
 
 		}
 
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Search != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "search", *params.Search, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -8130,6 +8256,18 @@ func NewListUpgradeSchedulesRequest(server string, params *ListUpgradeSchedulesP
 		if params.Count != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -8813,6 +8951,18 @@ func NewListVersionStreamsRequest(server string, params *ListVersionStreamsParam
 		if params.Count != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CountEstimate != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count_estimate", *params.CountEstimate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -46,7 +46,7 @@ func TestGenericRequestsAreTheGeneratedOnes(t *testing.T) {
 		return nil
 	})
 	params := &api.ListParams{
-		Page: ptr(2), Size: ptr(50), After: ptr("cursor=="), Count: ptr(false), Search: ptr("name = 'a b'"),
+		Page: ptr(2), Size: ptr(50), After: ptr("cursor=="), Count: ptr(false), CountEstimate: ptr(true), Search: ptr("name = 'a b'"),
 		Order: ptr("name desc"), Fields: ptr("id,name"), IncludeDeleted: ptr(true), PendingFor: ptr("applier"),
 		ResyncAfter: ptr("5m"), Watch: ptr(true), ResourceVersion: ptr("12"), LastEventID: ptr("14"),
 	}

@@ -18,11 +18,18 @@ start_api() {
 
 	say "database $db on ${base#*@}"
 	psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
-	"$bin/hyperfleet-api" migrate --db-url "$url" --required-adapters "$required" 2>"$work/migrate.log" ||
+	# Older builds (before migrate took them, as at 074dd4e) are told their required adapters by serve.
+	local migrate_req=(--required-adapters "$required") serve_req=()
+	local help
+	help=$("$bin/hyperfleet-api" migrate --help 2>&1 || true)
+	if [[ $help != *--required-adapters* ]]; then
+		migrate_req=() serve_req=(--required-adapters "$required")
+	fi
+	"$bin/hyperfleet-api" migrate --db-url "$url" "${migrate_req[@]}" 2>"$work/migrate.log" ||
 		{ cat "$work/migrate.log" >&2; exit 1; }
 	"$bin/hyperfleet-api" serve --db-url "$url" --api-server-bindaddress "127.0.0.1:$api_port" \
 		--health-server-bindaddress "127.0.0.1:$health_port" --metrics-server-bindaddress "127.0.0.1:$metrics_port" \
-		--rate-limit 0 --log-level warn "$@" 2>"$work/api.log" &
+		--rate-limit 0 --log-level warn "${serve_req[@]}" "$@" 2>"$work/api.log" &
 	api_pid=$!
 	for _ in $(seq 1 100); do
 		curl -sf "http://127.0.0.1:$health_port/readyz" >/dev/null && return 0

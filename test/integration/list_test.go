@@ -116,6 +116,8 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 		{"page", "-1", "HYPERFLEET-VAL-004"},
 		{"fields", "id,password", "HYPERFLEET-VAL-004"},
 		{"include_deleted", "maybe", "HYPERFLEET-VAL-004"},
+		{"count", "estimate", "HYPERFLEET-VAL-004"},
+		{"count_estimate", "maybe", "HYPERFLEET-VAL-004"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.param+"="+tc.value, func(t *testing.T) {
@@ -124,6 +126,13 @@ func TestListPagingOrderAndSearch(t *testing.T) {
 			problem(t, resp, []byte(readAll(t, resp)), http.StatusBadRequest, tc.code)
 		})
 	}
+	t.Run("count_estimate counts a small result", func(t *testing.T) {
+		resp, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Page: ptr(2), Size: ptr(10), CountEstimate: ptr(true)})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode(), "body: %s", resp.Body)
+		require.Equal(t, int64(25), deref(resp.JSON200.Total))
+		require.Nil(t, resp.JSON200.TotalEstimated, "below the threshold the total is a count, and says so by leaving the flag out")
+	})
 	t.Run("parse errors say where", func(t *testing.T) {
 		resp, err := s.ListClustersWithResponse(ctx, &api.ListClustersParams{Search: ptr("name = 'a' and and")})
 		require.NoError(t, err)
