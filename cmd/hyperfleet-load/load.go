@@ -191,7 +191,7 @@ func run(ctx context.Context, cfg config) error {
 	if err := streamPhases(ctx, cfg, client, record); err != nil {
 		return err
 	}
-	if slices.ContainsFunc([]string{"create", "get", "list", "walk", "search", "status", "settle", "poll"}, func(p string) bool { return cfg.phases[p] }) {
+	if slices.ContainsFunc([]string{"create", "get", "list", "walk", "search", "status", "settle", "unchanged", "poll"}, func(p string) bool { return cfg.phases[p] }) {
 		if err := clusterPhases(ctx, cfg, client, record); err != nil {
 			return err
 		}
@@ -236,6 +236,7 @@ func clusterPhases(ctx context.Context, cfg config, client *loadClient, record f
 		n    int
 	}
 	cursors := make(chan string, cfg.concurrency)
+	settled := map[string]any{"load": true}
 	all := []namedPhase{
 		// Read phases read the body but do not decode it: they measure the server, not this client's JSON.
 		{"get", func(ctx context.Context, _ int) (answer, error) {
@@ -264,12 +265,17 @@ func clusterPhases(ctx context.Context, cfg config, client *loadClient, record f
 			q := fmt.Sprintf("labels.env = '%s' and labels.shard = '%d'", envs[rand.IntN(len(envs))], rand.IntN(100))
 			return drain(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{Search: &q, Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
-		{"status", func(ctx context.Context, _ int) (answer, error) {
-			return report(ctx, client, ids[rand.IntN(len(ids))], cfg.adapters[rand.IntN(len(cfg.adapters))], time.Now())
+		// Each status report says something new (its data names the request), so every one is a write: the API
+		// stores nothing for a report that repeats the stored one, which the unchanged phase measures.
+		{"status", func(ctx context.Context, i int) (answer, error) {
+			return report(ctx, client, ids[rand.IntN(len(ids))], cfg.adapters[rand.IntN(len(cfg.adapters))], time.Now(), map[string]any{"load": i})
 		}, cfg.requests},
 		{"settle", func(ctx context.Context, i int) (answer, error) {
-			return report(ctx, client, ids[i], cfg.adapters[0], time.Now())
+			return report(ctx, client, ids[i], cfg.adapters[0], time.Now(), settled)
 		}, len(ids)},
+		{"unchanged", func(ctx context.Context, _ int) (answer, error) {
+			return report(ctx, client, ids[rand.IntN(len(ids))], cfg.adapters[0], time.Now(), settled)
+		}, cfg.requests},
 		{"poll", func(ctx context.Context, _ int) (answer, error) {
 			return drain(client.ListResources(ctx, client.kinds.Cluster, uuid.Nil, &api.ListParams{PendingFor: &cfg.adapters[0], ResyncAfter: ptr("1h"), Size: ptr(100)})) //nolint:bodyclose // drain closes it
 		}, cfg.requests},
@@ -282,13 +288,13 @@ func clusterPhases(ctx context.Context, cfg config, client *loadClient, record f
 	return nil
 }
 
-// report posts a healthy status report about cluster id as adapter, observed at observed. A first report is 201
-// and later ones 200; both are the same upsert, so both count as 200.
-func report(ctx context.Context, client *loadClient, id openapitypes.UUID, adapter string, observed time.Time) (answer, error) {
+// report posts a healthy status report about cluster id as adapter, observed at observed, with data. A first
+// report is 201 and later ones 200; both are the same upsert, so both count as 200.
+func report(ctx context.Context, client *loadClient, id openapitypes.UUID, adapter string, observed time.Time, data map[string]any) (answer, error) {
 	resp, err := api.ReadAnswer[api.AdapterStatus](client.PutResourceStatus(ctx, client.kinds.Cluster, api.ResourceRef{ID: id}, api.AdapterStatusReport{
 		Adapter: adapter, ObservedGeneration: 1, ObservedTime: observed.UTC(),
 		Conditions: []api.ReportedCondition{{Type: "Available", Status: "True"}, {Type: "Health", Status: "True"}},
-		Data:       &map[string]interface{}{"load": true},
+		Data:       &data,
 	}))
 	if err != nil {
 		return answer{}, err

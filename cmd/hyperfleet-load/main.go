@@ -4,10 +4,11 @@
 //
 //	hyperfleet-load --url http://127.0.0.1:8000 --token-file admin.token --clusters 10000 --concurrency 8
 //
-// The status, settle and poll phases act as adapters: status posts reports from --adapters at random over the
-// created clusters (start the API with those as required adapters to measure aggregation too); settle posts one
-// report per cluster from the first adapter; poll measures that adapter's idle `pending_for` query. They need a
-// token that may report as those adapters (an admin's).
+// The status, settle, unchanged and poll phases act as adapters: status posts reports from --adapters at random
+// over the created clusters, each saying something new (start the API with those as required adapters to measure
+// aggregation too); settle posts one report per cluster from the first adapter; unchanged repeats settle's reports
+// at random, which the API answers without writing (serve --status-heartbeat); poll measures that adapter's idle
+// `pending_for` query. They need a token that may report as those adapters (an admin's).
 //
 // With --db-url (PostgreSQL on this machine) each phase also says the database's CPU time per request: the CPU
 // of the client backends serving that database, read from /proc.
@@ -37,7 +38,7 @@ import (
 const envToken = "HYPERFLEET_TOKEN"
 
 // phaseOrder lists the phases in the order they run.
-const phaseOrder = "streams,resolved,create,get,list,walk,search,status,settle,poll"
+const phaseOrder = "streams,resolved,create,get,list,walk,search,status,settle,unchanged,poll"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

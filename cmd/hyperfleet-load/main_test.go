@@ -255,7 +255,7 @@ func TestStaleReportsAreExpectedNotFailures(t *testing.T) {
 					}
 					return answer{status: resp.StatusCode(), code: problemCode(resp.Body)}, nil
 				}
-				return report(ctx, load, id, tt.adapter, time.Now())
+				return report(ctx, load, id, tt.adapter, time.Now(), map[string]any{"load": true})
 			}, http.StatusOK)
 			require.Equal(t, tt.wantOK, r.ok)
 			require.Equal(t, tt.wantStale, r.stale)
