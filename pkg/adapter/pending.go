@@ -45,7 +45,9 @@ func (s *pendingSource) query() listQuery {
 
 func (s *pendingSource) watchQuery() listQuery {
 	q := s.query()
-	q.fields = "id" // the event carries the key and the generation; the reconcile reads the resource fresh
+	// The event carries the resource as the API read it to send the event, which the reconcile it queues takes
+	// in place of a read of its own.
+	q.fields = heldFields
 	return q
 }
 
@@ -118,7 +120,18 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 			return err
 		}
 	}
-	r.queue.offer(key, e.Generation)
+	// Held before it is offered, so that a worker that takes the key at once finds it; let go of when the offer
+	// queued nothing, so that no later reconcile takes a copy its own event did not bring.
+	obj, err := objectOf(s.kind, &e.WatchEvent)
+	if err != nil || (obj != nil && obj.Generation < e.Generation) {
+		obj = nil // the reconcile reads the resource instead
+	}
+	if obj != nil {
+		r.held.put(key, obj)
+	}
+	if !r.queue.offer(key, e.Generation) && obj != nil {
+		r.held.drop(key, obj)
+	}
 	return nil
 }
 

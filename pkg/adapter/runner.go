@@ -39,6 +39,7 @@ type Runner struct {
 	api      *API
 	queue    *workQueue
 	reports  *reportCache
+	held     *heldObjects
 	metrics  *metrics
 	registry *prometheus.Registry
 	ops      net.Listener
@@ -80,6 +81,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
 	r.reports = newReportCache()
+	r.held = newHeldObjects()
 	r.health = newHealth(cfg.Workers)
 	r.metrics = newMetrics(r.registry, cfg.Adapter, gauges{
 		queueDepth:    func() float64 { return float64(r.queue.Len()) },
@@ -388,13 +390,15 @@ const (
 func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Key) {
 	start := r.clock.Now()
 	log := r.log.With(slog.String("kind", kind.Name), slog.String("id", key.ID))
-	ctx, endLease, lease, held := r.leaseWork(ctx, key.ID)
+	// Taken first, so that whatever happens next no held copy outlives the reconcile its event queued.
+	event := r.held.take(key)
+	ctx, endLease, lease, leased := r.leaseWork(ctx, key.ID)
 	defer endLease()
-	if !held {
+	if !leased {
 		r.queue.settle(key) // its shard moved to another replica, which re-checks it
 		return
 	}
-	obj, err := r.fetch(ctx, kind, key)
+	obj, err := r.fetch(ctx, kind, key, event)
 	if err != nil {
 		r.apiFailed(log, kind, key, 0, "fetch", err)
 		return
@@ -428,7 +432,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 			recErr = Transient(conditions.ReasonInvalidReport, invalid)
 		}
 	}
-	if err := r.putStatus(ctx, kind, key, report); err != nil {
+	if r.reports.unchanged(key, report, r.clock.Now(), r.heartbeat()) {
+		r.metrics.unchangedReports.WithLabelValues(kind.Name).Inc()
+	} else if err := r.putStatus(ctx, kind, key, report); err != nil {
 		r.reports.forget(key)
 		if isStale(err) || isLeaseLost(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
@@ -439,8 +445,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 		}
 		r.apiFailed(log, kind, key, obj.Generation, "post status", err)
 		return
+	} else {
+		r.reports.posted(key, report, r.clock.Now())
 	}
-	r.reports.posted(key, report, r.clock.Now())
 	r.metrics.reconcileSeconds.WithLabelValues(kind.Name).Observe(r.clock.Since(start).Seconds())
 	result := resultSuccess
 	switch {
@@ -483,25 +490,42 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	log.LogAttrs(ctx, level, "reconciled", attrs...)
 }
 
-// fetch reads the resource, its parent and the adapter's last report (from the cache of what this replica posted,
-// when it has it).
-func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key) (*Object, error) {
-	obj, err := r.api.Get(ctx, kind, key.ParentID, key.ID)
-	if err != nil {
-		return nil, err
+// fetch reads the resource (unless held, the copy the event that queued this reconcile brought), its parent and
+// the adapter's last report: from the cache of what this replica posted when it has it, as none when the
+// resource's aggregated status says the adapter never reported, else from the API.
+func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key, held *Object) (*Object, error) {
+	obj := held
+	if obj != nil {
+		r.metrics.heldReads.WithLabelValues(kind.Name).Inc()
+	} else {
+		var err error
+		if obj, err = r.api.Get(ctx, kind, key.ParentID, key.ID); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	if kind.Parent != nil {
 		if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
 			return nil, err
 		}
 	}
-	if obj.LastReport = r.reports.get(key); obj.LastReport != nil {
+	if obj.LastReport = r.reports.get(key); obj.LastReport != nil || neverReported(obj, r.cfg.Adapter) {
 		return obj, nil
 	}
 	if obj.LastReport, err = r.api.Report(ctx, kind, key.ParentID, key.ID, r.cfg.Adapter); err != nil {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// heartbeat is how long a report that says what the last one said goes unposted: ReportHeartbeat, or ResyncAfter
+// when that is shorter, since the poll lists a resource whose report is older than ResyncAfter again and again
+// until a post moves its report time.
+func (r *Runner) heartbeat() time.Duration {
+	if r.cfg.ResyncAfter > 0 {
+		return min(r.cfg.ReportHeartbeat, r.cfg.ResyncAfter)
+	}
+	return r.cfg.ReportHeartbeat
 }
 
 // putStatus stores the adapter's report (PUT is idempotent, so a retry after a lost answer is harmless).
