@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
@@ -101,4 +102,45 @@ func objectOf(kind *Kind, e *api.WatchEvent) (*Object, error) {
 func neverReported(obj *Object, adapter string) bool {
 	c, ok := conditions.Find(obj.Conditions, conditions.AdapterAvailable(adapter))
 	return ok && c.Reason == conditions.ReasonNotReported && c.ObservedGeneration == 0
+}
+
+// parentCache holds the parents read for the reconciles of a Controller with ParentMaxAge, by id, each with when it
+// was read. Parents older than their age are dropped as others are added, so it holds about the parents of the
+// children reconciled within the age.
+type parentCache struct {
+	mu      sync.Mutex
+	parents map[string]cachedParent
+}
+
+type cachedParent struct {
+	obj *Object
+	at  time.Time
+}
+
+func newParentCache() *parentCache { return &parentCache{parents: map[string]cachedParent{}} }
+
+// get returns the parent of id read less than maxAge before now, or nil.
+func (c *parentCache) get(id string, now time.Time, maxAge time.Duration) *Object {
+	if maxAge <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.parents[id]
+	if !ok || now.Sub(p.at) >= maxAge {
+		return nil
+	}
+	return p.obj
+}
+
+// put holds the parent of id, read at now, and drops those older than maxAge.
+func (c *parentCache) put(id string, obj *Object, now time.Time, maxAge time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, p := range c.parents {
+		if now.Sub(p.at) >= maxAge {
+			delete(c.parents, k)
+		}
+	}
+	c.parents[id] = cachedParent{obj: obj, at: now}
 }

@@ -123,3 +123,30 @@ func TestHeldObjects(t *testing.T) {
 	h.forget(k)
 	require.Nil(t, h.take(k))
 }
+
+func TestParentCache(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	a, b := &Object{ID: "a"}, &Object{ID: "b"}
+	tests := []struct {
+		name   string
+		after  time.Duration
+		maxAge time.Duration
+		want   *Object
+	}{
+		{name: "younger than its age", after: time.Minute, maxAge: 10 * time.Minute, want: a},
+		{name: "as old as its age", after: 10 * time.Minute, maxAge: 10 * time.Minute},
+		{name: "no age: never served", maxAge: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newParentCache()
+			c.put("a", a, now, time.Hour)
+			require.Same(t, tt.want, c.get("a", now.Add(tt.after), tt.maxAge))
+			require.Nil(t, c.get("b", now, time.Hour), "never read")
+		})
+	}
+	c := newParentCache()
+	c.put("a", a, now, time.Minute)
+	c.put("b", b, now.Add(time.Minute), time.Minute)
+	require.Len(t, c.parents, 1, "a parent past its age is dropped when another is added")
+}

@@ -29,6 +29,11 @@ type Controller struct {
 	Reconciler Reconciler
 	// Dependents re-queue resources of Kind when a resource they name changes (see Dependents).
 	Dependents []Dependents
+	// ParentMaxAge lets a parent this runner read for one reconcile of a child kind serve the reconciles of its
+	// other children, and its own later ones, for this long, in place of a read each (0: every reconcile reads the
+	// parent). Set it only when the reconciler reads nothing of Object.Parent that can change: the Hivelocity
+	// provisioner reads the cluster's name and immutable base domain.
+	ParentMaxAge time.Duration
 }
 
 // Runner runs one adapter: its sources, the queue, the workers and the ops endpoints.
@@ -40,6 +45,7 @@ type Runner struct {
 	queue    *workQueue
 	reports  *reportCache
 	held     *heldObjects
+	parents  *parentCache
 	metrics  *metrics
 	registry *prometheus.Registry
 	ops      net.Listener
@@ -82,6 +88,7 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
 	r.reports = newReportCache()
 	r.held = newHeldObjects()
+	r.parents = newParentCache()
 	r.health = newHealth(cfg.Workers)
 	r.metrics = newMetrics(r.registry, cfg.Adapter, gauges{
 		queueDepth:    func() float64 { return float64(r.queue.Len()) },
@@ -366,7 +373,7 @@ func (r *Runner) work(ctx context.Context, w int, byKind map[string]Controller) 
 			r.log.Error("a key of a kind no controller serves was queued; dropped", slog.String("kind", key.Kind), slog.String("id", key.ID))
 		} else if !r.stopping.Load() {
 			r.queue.started(key)
-			r.process(ctx, c.Kind, c.Reconciler, key)
+			r.process(ctx, c, key)
 			r.queue.finished(key)
 		}
 		r.health.done(w)
@@ -387,7 +394,8 @@ const (
 )
 
 // process reconciles one key: fresh fetch, Reconcile or Finalize, one status post, and the next schedule.
-func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Key) {
+func (r *Runner) process(ctx context.Context, c Controller, key Key) {
+	kind, rec := c.Kind, c.Reconciler
 	start := r.clock.Now()
 	log := r.log.With(slog.String("kind", kind.Name), slog.String("id", key.ID))
 	// Taken first, so that whatever happens next no held copy outlives the reconcile its event queued.
@@ -398,7 +406,7 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 		r.queue.settle(key) // its shard moved to another replica, which re-checks it
 		return
 	}
-	obj, err := r.fetch(ctx, kind, key, event)
+	obj, err := r.fetch(ctx, c, key, event)
 	if err != nil {
 		r.apiFailed(log, kind, key, 0, "fetch", err)
 		return
@@ -493,7 +501,8 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 // fetch reads the resource (unless held, the copy the event that queued this reconcile brought), its parent and
 // the adapter's last report: from the cache of what this replica posted when it has it, as none when the
 // resource's aggregated status says the adapter never reported, else from the API.
-func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key, held *Object) (*Object, error) {
+func (r *Runner) fetch(ctx context.Context, c Controller, key Key, held *Object) (*Object, error) {
+	kind := c.Kind
 	obj := held
 	if obj != nil {
 		r.metrics.heldReads.WithLabelValues(kind.Name).Inc()
@@ -505,8 +514,13 @@ func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key, held *Object) (
 	}
 	var err error
 	if kind.Parent != nil {
-		if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
-			return nil, err
+		if obj.Parent = r.parents.get(key.ParentID, r.clock.Now(), c.ParentMaxAge); obj.Parent == nil {
+			if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
+				return nil, err
+			}
+			if c.ParentMaxAge > 0 {
+				r.parents.put(key.ParentID, obj.Parent, r.clock.Now(), c.ParentMaxAge)
+			}
 		}
 	}
 	if obj.LastReport = r.reports.get(key); obj.LastReport != nil || neverReported(obj, r.cfg.Adapter) {
