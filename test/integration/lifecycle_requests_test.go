@@ -205,3 +205,55 @@ func TestClusterLifecycleRequests(t *testing.T) {
 		"Hivelocity: %d calls for %d devices (%.1f a device): %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
 		total, table, calls, len(devices), float64(calls)/3, byOp)
 }
+
+// TestNodePoolLifecycleRequests is TestClusterLifecycleRequests for the provisioner alone, which needs no
+// kube-apiserver: a pool of three devices from create to gone, on the runtime's and the provisioner's defaults
+// with Hivelocity at practically no delay.
+func TestNodePoolLifecycleRequests(t *testing.T) {
+	counter := newRequestCounter()
+	s, c := hvServer(t)
+	hv := hivelocitysim.New(hivelocitysim.Options{TimeScale: 10000, Durations: hvDurations(), APIKeys: []string{"k"},
+		SSHKeys: []hivelocitysim.SSHKey{{ID: 7, Name: hvSSHKey, PublicKey: "ssh-ed25519 AAAA ops"}}})
+	hvSrv := httptest.NewServer(hv.Handler())
+	t.Cleanup(hvSrv.Close)
+	require.NoError(t, hv.Seed(spareDevices(100, 3)...))
+	po := hivelocity.DefaultOptions()
+	po.URL, po.APIKeyFile, po.RPS = hvSrv.URL+"/api/v2", keyFile(t, "k"), 0
+	po.ClaimSettle = 400 * time.Millisecond // the settle changes no call, only how long a claim waits
+	cfg := adapter.Defaults(hivelocity.Name, "127.0.0.1:0")
+	cfg.APIURL, cfg.Transport, cfg.DrainTimeout = s.base, counter.transport(hivelocity.Name, s.transport), 5*time.Second
+	provisioner, err := hivelocity.New(cfg, po, testLogger())
+	require.NoError(t, err)
+	runInBackground(t, provisioner.Run)
+	time.Sleep(time.Second) // let the provisioner list and watch
+	counter.reset()
+
+	start := time.Now()
+	p := createHVPool(t, s, c, "workers", poolSpec(3, "#cloud-config\n"))
+	waitWithin(t, 2*time.Minute, "the pool Ready", func() bool {
+		resp, err := s.GetNodePoolWithResponse(ctxFor(t), c.Id, p.Id)
+		require.NoError(t, err)
+		return resp.JSON200.Status.Phase == api.ResourceStatusPhaseReady
+	})
+	ready := time.Since(start)
+	del, err := s.DeleteNodePoolWithResponse(ctxFor(t), c.Id, p.Id)
+	require.NoError(t, err)
+	require.Less(t, del.StatusCode(), 300, "delete: %s", del.Body)
+	waitWithin(t, 2*time.Minute, "the pool gone", func() bool {
+		resp, err := s.GetNodePoolWithResponse(ctxFor(t), c.Id, p.Id)
+		require.NoError(t, err)
+		return resp.StatusCode() == http.StatusNotFound
+	})
+	gone := time.Since(start)
+	require.Empty(t, owned(&hvSim{Simulator: hv}, p.Id.String()), "a device still tagged for the pool")
+
+	table, total := counter.table()
+	byOp := map[hivelocitysim.Operation]int{}
+	for _, r := range hv.Requests() {
+		byOp[r.Op]++
+	}
+	calls := len(hv.Requests())
+	t.Logf("a pool of 3: Ready after %s, gone after %s\nAPI requests by the provisioner: %d\n%s\n"+
+		"Hivelocity: %d calls (%.1f a device): %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
+		total, table, calls, float64(calls)/3, byOp)
+}
