@@ -248,12 +248,15 @@ func TestNodePoolLifecycleRequests(t *testing.T) {
 	require.Empty(t, owned(&hvSim{Simulator: hv}, p.Id.String()), "a device still tagged for the pool")
 
 	table, total := counter.table()
-	byOp := map[hivelocitysim.Operation]int{}
+	byOp, byDevice := map[hivelocitysim.Operation]int{}, map[int32][]string{}
 	for _, r := range hv.Requests() {
 		byOp[r.Op]++
+		if r.DeviceID != 0 {
+			byDevice[r.DeviceID] = append(byDevice[r.DeviceID], string(r.Op))
+		}
 	}
 	calls := len(hv.Requests())
 	t.Logf("a pool of 3: Ready after %s, gone after %s\nAPI requests by the provisioner: %d\n%s\n"+
-		"Hivelocity: %d calls (%.1f a device): %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
-		total, table, calls, float64(calls)/3, byOp)
+		"Hivelocity: %d calls (%.1f a device): %v\nby device: %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
+		total, table, calls, float64(calls)/3, byOp, byDevice)
 }
