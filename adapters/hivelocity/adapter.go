@@ -186,8 +186,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 	var collector sync.WaitGroup
 	collector.Go(func() { a.orphans.run(collectCtx) })
 	// A pool reads its cluster's name and immutable base domain only: one read of a cluster serves its pools'
-	// reconciles for clusterMaxAge.
-	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler, ParentMaxAge: clusterMaxAge})
+	// reconciles for clusterMaxAge. Of the pool it reads only its ids, name, generation, spec and deleted time,
+	// so the re-checks it asks for while devices change take the pool as the last reconcile saw it.
+	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler, ParentMaxAge: clusterMaxAge,
+		KeepObject: true})
 	stop()
 	collector.Wait()
 	return err

@@ -18,12 +18,46 @@ const heldFields = "id,name,labels,generation,spec,status,deleted_time,owner_ref
 // An entry lives only from the event to that reconcile: a later reconcile (a re-check the reconciler asked for, a
 // retry) reads the API, since a change that leaves the resource not pending for the adapter (a label, another
 // adapter's report) sends this adapter no event and would leave a held copy behind.
+//
+// kept holds, for a Controller with KeepObject, the resource as its last reconcile saw it, for the reconciles the
+// runtime itself schedules (a re-check the reconciler asked for, a retry); any event, poll or wake about the key
+// lets go of it first, so that a reconcile something else asked for reads the resource as it is.
 type heldObjects struct {
 	mu      sync.Mutex
 	objects map[Key]*Object
+	kept    map[Key]*Object
 }
 
-func newHeldObjects() *heldObjects { return &heldObjects{objects: map[Key]*Object{}} }
+func newHeldObjects() *heldObjects {
+	return &heldObjects{objects: map[Key]*Object{}, kept: map[Key]*Object{}}
+}
+
+// keep keeps obj, without its parent and last report, as key's last reconcile saw it.
+func (h *heldObjects) keep(key Key, obj *Object) {
+	o := *obj
+	o.Parent, o.LastReport = nil, nil
+	h.mu.Lock()
+	h.kept[key] = &o
+	h.mu.Unlock()
+}
+
+// unkeep lets go of what key's last reconcile saw: something other than the runtime's own schedule asks for it.
+func (h *heldObjects) unkeep(key Key) {
+	h.mu.Lock()
+	delete(h.kept, key)
+	h.mu.Unlock()
+}
+
+// takeKept returns a copy of what key's last reconcile saw, or nil.
+func (h *heldObjects) takeKept(key Key) *Object {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o := h.kept[key]; o != nil {
+		c := *o
+		return &c
+	}
+	return nil
+}
 
 // put holds obj for key, unless a newer generation is held already.
 func (h *heldObjects) put(key Key, obj *Object) {
@@ -48,6 +82,7 @@ func (h *heldObjects) drop(key Key, obj *Object) {
 func (h *heldObjects) forget(key Key) {
 	h.mu.Lock()
 	delete(h.objects, key)
+	delete(h.kept, key)
 	h.mu.Unlock()
 }
 

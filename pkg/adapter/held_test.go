@@ -150,3 +150,19 @@ func TestParentCache(t *testing.T) {
 	c.put("b", b, now.Add(time.Minute), time.Minute)
 	require.Len(t, c.parents, 1, "a parent past its age is dropped when another is added")
 }
+
+func TestKeptObjects(t *testing.T) {
+	k := Key{Kind: "nodepools", ID: "a", ParentID: "c"}
+	h := newHeldObjects()
+	require.Nil(t, h.takeKept(k), "nothing kept")
+	h.keep(k, &Object{Generation: 2, Parent: &Object{ID: "c"}, LastReport: &Report{}})
+	got := h.takeKept(k)
+	require.Equal(t, &Object{Generation: 2}, got, "kept without its parent and last report")
+	got.Generation = 9
+	require.Equal(t, int64(2), h.takeKept(k).Generation, "each reconcile gets its own copy")
+	h.unkeep(k)
+	require.Nil(t, h.takeKept(k), "an event, a poll or a wake lets go of it")
+	h.keep(k, &Object{Generation: 2})
+	h.forget(k)
+	require.Nil(t, h.takeKept(k), "a removed resource")
+}

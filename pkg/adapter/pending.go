@@ -78,6 +78,7 @@ func (s *pendingSource) list(ctx context.Context) (string, error) {
 			if !r.owns(it.ID) {
 				continue
 			}
+			r.held.unkeep(it.Key)
 			seen++
 			if r.queue.offer(it.Key, it.Generation) {
 				added++
@@ -114,6 +115,7 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 	if !r.owns(key.ID) {
 		return nil
 	}
+	r.held.unkeep(key) // whatever the event is about, a kept copy may no longer show it
 	if !e.filtered {
 		pending, err := s.pending(ctx, e, key)
 		if err != nil || !pending {

@@ -34,6 +34,12 @@ type Controller struct {
 	// parent). Set it only when the reconciler reads nothing of Object.Parent that can change: the Hivelocity
 	// provisioner reads the cluster's name and immutable base domain.
 	ParentMaxAge time.Duration
+	// KeepObject lets the reconciles the runtime schedules itself (RequeueAfter, a retry) take the resource as
+	// the last reconcile saw it, in place of a read. Every event, poll or wake about the resource drops that copy
+	// first: a new generation and a deletion always come as one, since they make the resource pending. Set it only
+	// when the reconciler reads nothing of Object but its ids, name, generation, spec and deleted time (not its
+	// labels or aggregated status, which change without an event to this adapter): the Hivelocity provisioner.
+	KeepObject bool
 }
 
 // Runner runs one adapter: its sources, the queue, the workers and the ops endpoints.
@@ -150,7 +156,9 @@ func (r *Runner) Wake(kind *Kind, parentID, id string) bool {
 	if !r.owns(id) {
 		return false
 	}
-	r.queue.wake(Key{Kind: kind.Plural, ID: id, ParentID: parentID})
+	key := Key{Kind: kind.Plural, ID: id, ParentID: parentID}
+	r.held.unkeep(key)
+	r.queue.wake(key)
 	return true
 }
 
@@ -412,6 +420,9 @@ func (r *Runner) process(ctx context.Context, c Controller, key Key) {
 		return
 	}
 	r.queue.fetched(key, obj.Generation)
+	if c.KeepObject {
+		r.held.keep(key, obj)
+	}
 	log = log.With(slog.Int64("generation", obj.Generation))
 	finalizing := obj.DeletedTime != nil
 	metadata := map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount}
@@ -504,6 +515,9 @@ func (r *Runner) process(ctx context.Context, c Controller, key Key) {
 func (r *Runner) fetch(ctx context.Context, c Controller, key Key, held *Object) (*Object, error) {
 	kind := c.Kind
 	obj := held
+	if obj == nil && c.KeepObject {
+		obj = r.held.takeKept(key)
+	}
 	if obj != nil {
 		r.metrics.heldReads.WithLabelValues(kind.Name).Inc()
 	} else {
