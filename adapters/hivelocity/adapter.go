@@ -84,6 +84,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RefusalLimit, "refusals-before-unhealthy", o.RefusalLimit, "refusals in a row after which the pool reports Health=False naming the device")
 }
 
+// clusterMaxAge is how long a cluster read for one reconcile serves the reconciles of its pools.
+const clusterMaxAge = 10 * time.Minute
+
 // Budget returns this replica's request budget when shards replicas share the account: RPS and Burst where set,
 // else the replica's share of AccountRPS and AccountBurst.
 func (o Options) Budget(shards int) (rps float64, burst int) {
@@ -182,7 +185,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 	collectCtx, stop := context.WithCancel(ctx)
 	var collector sync.WaitGroup
 	collector.Go(func() { a.orphans.run(collectCtx) })
-	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler})
+	// A pool reads its cluster's name and immutable base domain only: one read of a cluster serves its pools'
+	// reconciles for clusterMaxAge. Of the pool it reads only its ids, name, generation, spec and deleted time,
+	// so the re-checks it asks for while devices change take the pool as the last reconcile saw it.
+	err := a.Runner.Run(ctx, adapter.Controller{Kind: adapter.NodePools(), Reconciler: a.reconciler, ParentMaxAge: clusterMaxAge,
+		KeepObject: true})
 	stop()
 	collector.Wait()
 	return err

@@ -129,6 +129,10 @@ func (p *pass) release(ctx context.Context, ms []*member) {
 			p.changing()
 		case m.state == StateClaimed:
 			p.strip(ctx, m)
+		case (m.state == StateReady || m.state == StateOutdated || m.state == StateOff) && p.finalizing:
+			// The pool is deleted: its devices serve nobody, so a graceful shutdown would only cost a call and a
+			// wait per device, as for a claimed spare (provisionSpare). The wipe powers the device off itself.
+			p.wipe(ctx, m, m.dev.Power != hvclient.PowerOff)
 		case m.state == StateReady || m.state == StateOutdated || m.state == StateOff:
 			p.powerOffThen(ctx, m, p.wipe)
 		default: // reloading, installing: wait for the reload to end

@@ -48,6 +48,10 @@ const (
 	// DefaultNATSStream and DefaultNATSSubjectPrefix are hyperfleet-api's relay defaults.
 	DefaultNATSStream        = "HYPERFLEET"
 	DefaultNATSSubjectPrefix = "hyperfleet"
+	// DefaultReportHeartbeat is how long a report that says what the last one said may go unposted. It is not
+	// shorter than the API's own window for identical reports (a minute by default), within which the API would
+	// not store the post anyway.
+	DefaultReportHeartbeat = time.Minute
 )
 
 // Config is what every adapter binary is configured with; AddFlags binds it to a command's flags.
@@ -75,6 +79,11 @@ type Config struct {
 	NATSAuth natsauth.Settings
 	// ResyncAfter also polls resources last reported on longer ago than this; 0 polls only changes.
 	ResyncAfter time.Duration
+	// ReportHeartbeat is how long a reconcile whose report would say exactly what this replica last posted
+	// (generation, conditions, data, metadata) skips the post: the API's last report time, which drives
+	// re-checks and alerts on stuck work, still moves once per ReportHeartbeat (or ResyncAfter, when shorter).
+	// 0 posts every report.
+	ReportHeartbeat time.Duration
 	// Workers reconcile in parallel; one key is never in two workers.
 	Workers int
 	// ShardIndex and ShardCount split the fleet between replicas by a hash of the resource id.
@@ -127,6 +136,7 @@ func Defaults(adapter string, opsAddr string) Config {
 		Adapter: adapter, APIURL: "http://localhost:8000", Source: SourceWatch,
 		Workers: 8, ShardIndex: 0, ShardCount: 1, OpsBindAddress: opsAddr, ReconcileTimeout: 2 * time.Minute,
 		DrainTimeout: 30 * time.Second, BackoffBase: DefaultBackoffBase, BackoffMax: DefaultBackoffMax, PageSize: 500,
+		ReportHeartbeat: DefaultReportHeartbeat,
 	}
 }
 
@@ -143,6 +153,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "subject prefix of the relayed events, <prefix>.<kind>.<type> (empty: "+DefaultNATSSubjectPrefix+")")
 	c.NATSAuth.AddFlags(fs, "nats-", "--source nats")
 	fs.DurationVar(&c.ResyncAfter, "resync-after", c.ResyncAfter, "also reconcile resources last reported on longer ago than this (0: only changes)")
+	fs.DurationVar(&c.ReportHeartbeat, "report-heartbeat", c.ReportHeartbeat, "how long a report that says what the last one said goes unposted; at least the API's window for identical reports (0: post every report)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "resources reconciled in parallel")
 	fs.IntVar(&c.ShardIndex, "shard-index", c.ShardIndex, "this replica's shard, 0 ≤ index < count")
 	fs.IntVar(&c.ShardCount, "shard-count", c.ShardCount, "replicas splitting the fleet, or with --shard-leases the virtual shards, e.g. 16 (1: one replica works, the others stand by); every replica needs the same count")
@@ -171,7 +182,8 @@ func (c *Config) Check() error {
 	}
 	errs = append(errs, c.checkShardLeases()...)
 	errs = append(errs, c.checkSource()...)
-	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--watch-idle-timeout": c.WatchIdleTimeout} {
+	for name, d := range map[string]time.Duration{"--poll-interval": c.PollInterval, "--watch-idle-timeout": c.WatchIdleTimeout,
+		"--report-heartbeat": c.ReportHeartbeat} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))
 		}

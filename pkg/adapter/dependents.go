@@ -337,7 +337,9 @@ func (s *dependentsSource) wakeAffected(name string, ids []string) int {
 		if !r.owns(id) {
 			continue
 		}
-		r.queue.wake(Key{Kind: s.primary.Plural, ID: id})
+		key := Key{Kind: s.primary.Plural, ID: id}
+		r.held.unkeep(key)
+		r.queue.wake(key)
 		queued++
 	}
 	r.metrics.dependents.WithLabelValues(s.primary.Name, s.dep.Kind.Name).Add(float64(queued))
@@ -365,6 +367,7 @@ func (s *dependentsSource) queueDependents(ctx context.Context, name string) (in
 			if !r.owns(it.ID) {
 				continue
 			}
+			r.held.unkeep(it.Key)
 			r.queue.wake(it.Key)
 			queued++
 		}

@@ -5,9 +5,10 @@
 // at (`pending_for`, `resync_after`) and follows hyperfleet-api's change feed for more (a watch, or its relay to
 // NATS JetStream; Config.Source), with a slow poll as the safety net; it feeds their keys through a work queue that
 // never hands one key to two workers, coalesces duplicates and backs off per key with jitter, fetches each
-// resource fresh before calling Reconcile or (for a deleting one) Finalize, and always posts exactly one status
-// report per reconcile, also when the reconciler fails or panics, so that nothing waits forever on a silent
-// adapter. A resource whose spec says "paused": true is not reconciled: the runtime repeats the adapter's last
+// resource fresh (or takes it from the watch event that queued it) before calling Reconcile or (for a deleting
+// one) Finalize, and always reports the outcome of each reconcile, also when the reconciler fails or panics, so
+// that nothing waits forever on a silent adapter: one status post, unless the report would say what the last one
+// said less than Config.ReportHeartbeat ago. A resource whose spec says "paused": true is not reconciled: the runtime repeats the adapter's last
 // report at the current generation with Applied=False and Paused=True (see Paused).
 //
 // Around that it serves /healthz (liveness: its own loops turn), /readyz (readiness: work listed, the API and the

@@ -69,6 +69,7 @@ func (r *Runner) reached(source string, kind *Kind, position string) {
 // forget drops what the runtime keeps about a removed resource: its cached report, its schedule and its failures.
 func (r *Runner) forget(key Key) {
 	r.reports.forget(key)
+	r.held.forget(key)
 	r.queue.settle(key)
 }
 

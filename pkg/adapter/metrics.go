@@ -20,6 +20,10 @@ type metrics struct {
 	polls            *prometheus.CounterVec
 	dependents       *prometheus.CounterVec
 	lastPoll         prometheus.Gauge
+	// unchangedReports counts the posts skipped because they would have said what the last one said;
+	// heldReads the reconciles that took their resource from the event that queued them rather than a read.
+	unchangedReports *prometheus.CounterVec
+	heldReads        *prometheus.CounterVec
 
 	// The event sources (watch, nats): what they received, how late, where they are, and how often they had to
 	// connect again or list again.
@@ -78,6 +82,14 @@ func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
 			Name: "hyperfleet_adapter_last_successful_poll_timestamp_seconds",
 			Help: "Unix time of the last poll that completed.",
 		}),
+		unchangedReports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_reports_unchanged_total",
+			Help: "Reconciles whose report was not posted because it said what this replica posted last, less than a heartbeat (--report-heartbeat) ago, by kind.",
+		}, []string{"kind"}),
+		heldReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyperfleet_adapter_held_reads_total",
+			Help: "Reconciles that took their resource from the change feed event that queued them instead of reading it from the API, by kind.",
+		}, []string{"kind"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyperfleet_adapter_events_received_total",
 			Help: "Change feed events received, by source (watch, nats), kind and event type.",
@@ -101,6 +113,7 @@ func newMetrics(reg *prometheus.Registry, adapter string, g gauges) *metrics {
 		}, []string{"kind", "reason"}),
 	}
 	r.MustRegister(m.reconciles, m.reconcileSeconds, m.apiRequests, m.externalRequests, m.polls, m.dependents, m.lastPoll,
+		m.unchangedReports, m.heldReads,
 		m.events, m.eventLag, m.feedPosition, m.reconnects, m.relists,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hyperfleet_adapter_queue_depth",

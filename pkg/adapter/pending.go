@@ -45,7 +45,9 @@ func (s *pendingSource) query() listQuery {
 
 func (s *pendingSource) watchQuery() listQuery {
 	q := s.query()
-	q.fields = "id" // the event carries the key and the generation; the reconcile reads the resource fresh
+	// The event carries the resource as the API read it to send the event, which the reconcile it queues takes
+	// in place of a read of its own.
+	q.fields = heldFields
 	return q
 }
 
@@ -76,6 +78,7 @@ func (s *pendingSource) list(ctx context.Context) (string, error) {
 			if !r.owns(it.ID) {
 				continue
 			}
+			r.held.unkeep(it.Key)
 			seen++
 			if r.queue.offer(it.Key, it.Generation) {
 				added++
@@ -112,13 +115,25 @@ func (s *pendingSource) handle(ctx context.Context, e *feedEvent) error {
 	if !r.owns(key.ID) {
 		return nil
 	}
+	r.held.unkeep(key) // whatever the event is about, a kept copy may no longer show it
 	if !e.filtered {
 		pending, err := s.pending(ctx, e, key)
 		if err != nil || !pending {
 			return err
 		}
 	}
-	r.queue.offer(key, e.Generation)
+	// Held before it is offered, so that a worker that takes the key at once finds it; let go of when the offer
+	// queued nothing, so that no later reconcile takes a copy its own event did not bring.
+	obj, err := objectOf(s.kind, &e.WatchEvent)
+	if err != nil || (obj != nil && obj.Generation < e.Generation) {
+		obj = nil // the reconcile reads the resource instead
+	}
+	if obj != nil {
+		r.held.put(key, obj)
+	}
+	if !r.queue.offer(key, e.Generation) && obj != nil {
+		r.held.drop(key, obj)
+	}
 	return nil
 }
 

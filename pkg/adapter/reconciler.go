@@ -11,7 +11,7 @@ import (
 )
 
 // Reconciler is what an adapter author writes. Both methods are called with the resource fetched fresh from the
-// API; the runtime posts their outcome as the adapter's status report at the generation it fetched.
+// API, or as the watch event that queued the reconcile brought it; the runtime posts their outcome as the adapter's status report at the generation it fetched.
 // Reconcile is never called for a resource whose spec.paused is true: the runtime reports it paused instead (see
 // Paused); Finalize is called whether paused or not.
 type Reconciler interface {

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -10,22 +11,58 @@ import (
 )
 
 // reportCache remembers the last report this replica posted about each resource, so that a re-check does not read
-// back what the runtime itself wrote: a settled resource then costs one read and one write of the API per
-// re-check. It is only right while one replica reports on a resource, which sharding guarantees (replicas of one
-// shard must not run side by side: a StatefulSet, not a Deployment, where replicas shard). A refused (stale) or
-// failed post, and a resource that is gone, drop the entry; the next reconcile reads the API.
+// back what the runtime itself wrote, and does not write again what it wrote last (unchanged): a settled resource
+// then costs one read of the API per re-check, and a report per heartbeat. It is only right while one replica
+// reports on a resource, which sharding guarantees (replicas of one shard must not run side by side: a
+// StatefulSet, not a Deployment, where replicas shard). A refused (stale) or failed post, and a resource that is
+// gone, drop the entry; the next reconcile reads the API.
 type reportCache struct {
 	mu      sync.Mutex
-	reports map[Key]*Report
+	reports map[Key]*postedReport
 }
 
-func newReportCache() *reportCache { return &reportCache{reports: map[Key]*Report{}} }
+// postedReport is a report as the API stores it, what was posted to say it, and when.
+type postedReport struct {
+	report *Report
+	// said is the posted report without its observed time (generation, conditions, data, metadata), as JSON.
+	said []byte
+	at   time.Time
+}
+
+func newReportCache() *reportCache { return &reportCache{reports: map[Key]*postedReport{}} }
 
 // get returns the cached report about key, or nil.
 func (c *reportCache) get(key Key) *Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reports[key]
+	if p := c.reports[key]; p != nil {
+		return p.report
+	}
+	return nil
+}
+
+// unchanged reports whether report says exactly what the last report posted about key said (generation,
+// conditions, data and metadata), and that post is younger than heartbeat: posting it would only move its
+// observed time. A heartbeat of 0 posts every report.
+func (c *reportCache) unchanged(key Key, report api.AdapterStatusReport, now time.Time, heartbeat time.Duration) bool {
+	if heartbeat <= 0 {
+		return false
+	}
+	said, err := sayingOf(report)
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.reports[key]
+	return p != nil && now.Sub(p.at) < heartbeat && bytes.Equal(p.said, said)
+}
+
+// sayingOf is what a report says, without when it was observed; encoding/json sorts map keys, so equal reports
+// encode alike.
+func sayingOf(report api.AdapterStatusReport) ([]byte, error) {
+	report.ObservedTime = time.Time{}
+	return json.Marshal(report)
 }
 
 // len returns how many reports the cache holds.
@@ -54,9 +91,17 @@ func (c *reportCache) posted(key Key, report api.AdapterStatusReport, now time.T
 			return
 		}
 	}
+	said, err := sayingOf(report)
+	if err != nil {
+		c.forget(key)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	previous := c.reports[key]
+	var previous *Report
+	if p := c.reports[key]; p != nil {
+		previous = p.report
+	}
 	r.Conditions = make([]conditions.Condition, len(report.Conditions))
 	for i, rc := range report.Conditions {
 		cond := conditions.Condition{Type: rc.Type, Status: conditions.Status(rc.Status), Reason: deref(rc.Reason), Message: deref(rc.Message),
@@ -66,5 +111,5 @@ func (c *reportCache) posted(key Key, report api.AdapterStatusReport, now time.T
 		}
 		r.Conditions[i] = cond
 	}
-	c.reports[key] = r
+	c.reports[key] = &postedReport{report: r, said: said, at: now}
 }

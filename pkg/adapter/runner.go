@@ -29,6 +29,17 @@ type Controller struct {
 	Reconciler Reconciler
 	// Dependents re-queue resources of Kind when a resource they name changes (see Dependents).
 	Dependents []Dependents
+	// ParentMaxAge lets a parent this runner read for one reconcile of a child kind serve the reconciles of its
+	// other children, and its own later ones, for this long, in place of a read each (0: every reconcile reads the
+	// parent). Set it only when the reconciler reads nothing of Object.Parent that can change: the Hivelocity
+	// provisioner reads the cluster's name and immutable base domain.
+	ParentMaxAge time.Duration
+	// KeepObject lets the reconciles the runtime schedules itself (RequeueAfter, a retry) take the resource as
+	// the last reconcile saw it, in place of a read. Every event, poll or wake about the resource drops that copy
+	// first: a new generation and a deletion always come as one, since they make the resource pending. Set it only
+	// when the reconciler reads nothing of Object but its ids, name, generation, spec and deleted time (not its
+	// labels or aggregated status, which change without an event to this adapter): the Hivelocity provisioner.
+	KeepObject bool
 }
 
 // Runner runs one adapter: its sources, the queue, the workers and the ops endpoints.
@@ -39,6 +50,8 @@ type Runner struct {
 	api      *API
 	queue    *workQueue
 	reports  *reportCache
+	held     *heldObjects
+	parents  *parentCache
 	metrics  *metrics
 	registry *prometheus.Registry
 	ops      net.Listener
@@ -80,6 +93,8 @@ func New(cfg Config, log *slog.Logger) (*Runner, error) {
 	r := &Runner{cfg: cfg, clock: cfg.Clock, registry: prometheus.NewRegistry(), log: log.With(slog.String("adapter", cfg.Adapter))}
 	r.queue = newWorkQueue(newJitteredBackoff(cfg.BackoffBase, cfg.BackoffMax, nil), cfg.Clock)
 	r.reports = newReportCache()
+	r.held = newHeldObjects()
+	r.parents = newParentCache()
 	r.health = newHealth(cfg.Workers)
 	r.metrics = newMetrics(r.registry, cfg.Adapter, gauges{
 		queueDepth:    func() float64 { return float64(r.queue.Len()) },
@@ -141,7 +156,9 @@ func (r *Runner) Wake(kind *Kind, parentID, id string) bool {
 	if !r.owns(id) {
 		return false
 	}
-	r.queue.wake(Key{Kind: kind.Plural, ID: id, ParentID: parentID})
+	key := Key{Kind: kind.Plural, ID: id, ParentID: parentID}
+	r.held.unkeep(key)
+	r.queue.wake(key)
 	return true
 }
 
@@ -364,7 +381,7 @@ func (r *Runner) work(ctx context.Context, w int, byKind map[string]Controller) 
 			r.log.Error("a key of a kind no controller serves was queued; dropped", slog.String("kind", key.Kind), slog.String("id", key.ID))
 		} else if !r.stopping.Load() {
 			r.queue.started(key)
-			r.process(ctx, c.Kind, c.Reconciler, key)
+			r.process(ctx, c, key)
 			r.queue.finished(key)
 		}
 		r.health.done(w)
@@ -385,21 +402,27 @@ const (
 )
 
 // process reconciles one key: fresh fetch, Reconcile or Finalize, one status post, and the next schedule.
-func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Key) {
+func (r *Runner) process(ctx context.Context, c Controller, key Key) {
+	kind, rec := c.Kind, c.Reconciler
 	start := r.clock.Now()
 	log := r.log.With(slog.String("kind", kind.Name), slog.String("id", key.ID))
-	ctx, endLease, lease, held := r.leaseWork(ctx, key.ID)
+	// Taken first, so that whatever happens next no held copy outlives the reconcile its event queued.
+	event := r.held.take(key)
+	ctx, endLease, lease, leased := r.leaseWork(ctx, key.ID)
 	defer endLease()
-	if !held {
+	if !leased {
 		r.queue.settle(key) // its shard moved to another replica, which re-checks it
 		return
 	}
-	obj, err := r.fetch(ctx, kind, key)
+	obj, err := r.fetch(ctx, c, key, event)
 	if err != nil {
 		r.apiFailed(log, kind, key, 0, "fetch", err)
 		return
 	}
 	r.queue.fetched(key, obj.Generation)
+	if c.KeepObject {
+		r.held.keep(key, obj)
+	}
 	log = log.With(slog.Int64("generation", obj.Generation))
 	finalizing := obj.DeletedTime != nil
 	metadata := map[string]any{"replica": r.cfg.Replica, "shard_index": r.cfg.ShardIndex, "shard_count": r.cfg.ShardCount}
@@ -428,7 +451,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 			recErr = Transient(conditions.ReasonInvalidReport, invalid)
 		}
 	}
-	if err := r.putStatus(ctx, kind, key, report); err != nil {
+	if r.reports.unchanged(key, report, r.clock.Now(), r.heartbeat()) {
+		r.metrics.unchangedReports.WithLabelValues(kind.Name).Inc()
+	} else if err := r.putStatus(ctx, kind, key, report); err != nil {
 		r.reports.forget(key)
 		if isStale(err) || isLeaseLost(err) {
 			// A newer generation was reported on already (or is being); the next poll brings it if needed.
@@ -439,8 +464,9 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 		}
 		r.apiFailed(log, kind, key, obj.Generation, "post status", err)
 		return
+	} else {
+		r.reports.posted(key, report, r.clock.Now())
 	}
-	r.reports.posted(key, report, r.clock.Now())
 	r.metrics.reconcileSeconds.WithLabelValues(kind.Name).Observe(r.clock.Since(start).Seconds())
 	result := resultSuccess
 	switch {
@@ -483,25 +509,51 @@ func (r *Runner) process(ctx context.Context, kind *Kind, rec Reconciler, key Ke
 	log.LogAttrs(ctx, level, "reconciled", attrs...)
 }
 
-// fetch reads the resource, its parent and the adapter's last report (from the cache of what this replica posted,
-// when it has it).
-func (r *Runner) fetch(ctx context.Context, kind *Kind, key Key) (*Object, error) {
-	obj, err := r.api.Get(ctx, kind, key.ParentID, key.ID)
-	if err != nil {
-		return nil, err
+// fetch reads the resource (unless held, the copy the event that queued this reconcile brought), its parent and
+// the adapter's last report: from the cache of what this replica posted when it has it, as none when the
+// resource's aggregated status says the adapter never reported, else from the API.
+func (r *Runner) fetch(ctx context.Context, c Controller, key Key, held *Object) (*Object, error) {
+	kind := c.Kind
+	obj := held
+	if obj == nil && c.KeepObject {
+		obj = r.held.takeKept(key)
 	}
-	if kind.Parent != nil {
-		if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
+	if obj != nil {
+		r.metrics.heldReads.WithLabelValues(kind.Name).Inc()
+	} else {
+		var err error
+		if obj, err = r.api.Get(ctx, kind, key.ParentID, key.ID); err != nil {
 			return nil, err
 		}
 	}
-	if obj.LastReport = r.reports.get(key); obj.LastReport != nil {
+	var err error
+	if kind.Parent != nil {
+		if obj.Parent = r.parents.get(key.ParentID, r.clock.Now(), c.ParentMaxAge); obj.Parent == nil {
+			if obj.Parent, err = r.api.Get(withOp(ctx, "get parent"), kind.Parent, "", key.ParentID); err != nil {
+				return nil, err
+			}
+			if c.ParentMaxAge > 0 {
+				r.parents.put(key.ParentID, obj.Parent, r.clock.Now(), c.ParentMaxAge)
+			}
+		}
+	}
+	if obj.LastReport = r.reports.get(key); obj.LastReport != nil || neverReported(obj, r.cfg.Adapter) {
 		return obj, nil
 	}
 	if obj.LastReport, err = r.api.Report(ctx, kind, key.ParentID, key.ID, r.cfg.Adapter); err != nil {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// heartbeat is how long a report that says what the last one said goes unposted: ReportHeartbeat, or ResyncAfter
+// when that is shorter, since the poll lists a resource whose report is older than ResyncAfter again and again
+// until a post moves its report time.
+func (r *Runner) heartbeat() time.Duration {
+	if r.cfg.ResyncAfter > 0 {
+		return min(r.cfg.ReportHeartbeat, r.cfg.ResyncAfter)
+	}
+	return r.cfg.ReportHeartbeat
 }
 
 // putStatus stores the adapter's report (PUT is idempotent, so a retry after a lost answer is harmless).

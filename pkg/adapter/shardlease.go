@@ -320,7 +320,11 @@ func (l *shardLeaser) recheck(ctx context.Context, gained []int) {
 				break
 			}
 			for _, it := range page.items {
-				if want[ShardOf(it.ID, r.cfg.ShardCount)] && r.owns(it.ID) && r.queue.offer(it.Key, it.Generation) {
+				if !want[ShardOf(it.ID, r.cfg.ShardCount)] || !r.owns(it.ID) {
+					continue
+				}
+				r.held.unkeep(it.Key) // what this replica saw before the shard left it is no guide
+				if r.queue.offer(it.Key, it.Generation) {
 					added++
 				}
 			}
