@@ -119,11 +119,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CredentialsDir, "management-cluster-credentials", o.CredentialsDir, "directory of kubeconfig files, one per ManagementCluster (named by its spec.credentials.kubeconfig): serve them all, each cluster on the one the cluster-placer chose (instead of --kubeconfig)")
 	fs.Float32Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "requests a second of each management cluster's client (its watches and probe aside)")
 	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "requests each management cluster's client may send at once before --kube-api-qps paces it")
-	// The names before cluster-api's, kept for the deployments that set them.
+	// The names before cluster-api's, kept for the deployments that set them: hidden, and warned about when used
+	// (what pflag's MarkDeprecated sets, without its error for a flag that does not exist).
 	fs.Float32Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "")
 	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "")
-	_ = fs.MarkDeprecated("kube-qps", "use --kube-api-qps")
-	_ = fs.MarkDeprecated("kube-burst", "use --kube-api-burst")
+	for old, name := range map[string]string{"kube-qps": "kube-api-qps", "kube-burst": "kube-api-burst"} {
+		f := fs.Lookup(old)
+		f.Deprecated, f.Hidden = "use --"+name, true
+	}
 	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "how often each management cluster is probed; one that does not answer is not used, and its clusters report ManagementClusterUnreachable")
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "longest a management cluster's probe may take")
 	fs.DurationVar(&o.PlacementRetry, "placement-retry", o.PlacementRetry, "how soon a cluster the cluster-placer has not placed yet is looked at again")
