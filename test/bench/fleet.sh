@@ -43,7 +43,7 @@ query=${pg#*\?}
 [ "$query" = "$pg" ] && query=""
 url="$base/$db${query:+?$query}"
 dev=$(mktemp -d /tmp/hf-fleet.XXXXXX)
-up_pid=""
+up_pid="" # hyperfleet-dev up, in a session of its own (setsid): an interrupt reaches it through cleanup, after the rest
 
 cleanup() {
 	local rc=$?
@@ -52,8 +52,8 @@ cleanup() {
 		say "stopping the system"
 		kill -INT "$up_pid" 2>/dev/null || true
 		for _ in $(seq 1 120); do kill -0 "$up_pid" 2>/dev/null || break; sleep 0.5; done
-		# hyperfleet-dev up runs in a process group of its own (setsid): what is left of it goes at once.
-		kill -KILL -- "-$up_pid" 2>/dev/null || true
+		# Should it hang: the kernel sends its children SIGTERM when it dies (the supervisor sets Pdeathsig).
+		kill -KILL "$up_pid" 2>/dev/null || true
 		wait "$up_pid" 2>/dev/null || true
 	fi
 	psql -q "$pg" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
