@@ -70,6 +70,8 @@ trap 'exit 130' INT TERM
 say "database $db on ${base#*@}; dev dir $dev; ports $port-$((port + 15))"
 psql -q "$pg" -c "CREATE DATABASE $db" >/dev/null
 p() { echo "127.0.0.1:$((port + $1))"; }
+# Three spare workers per cluster in LAX2, tagged as an operator tags them for the provisioner, beside the demo's.
+awk -v n="$((3 * n))" 'BEGIN { printf "["; for (i = 1; i <= n; i++) printf "%s{\"deviceId\":%d,\"locationName\":\"LAX2\",\"productId\":576,\"osName\":\"Ubuntu 20.x\",\"powerStatus\":\"ON\",\"spsStatus\":\"IN_USE\",\"tags\":[\"caphv-use=allow\",\"caphvlabel:deviceType=hvWorker\"]}", (i > 1 ? "," : ""), 100000 + i; print "]" }' >"$dev/devices.json"
 setsid "$bin/hyperfleet-dev" up --bin-dir "$bin" --dev-dir "$dev" --issuer-dir "$dev/issuer" --color never \
 	--db-url "$url" --api-address "$(p 0)" --health-address "$(p 1)" --metrics-address "$(p 2)" \
 	--kube-assets "$assets" --kube-address "$(p 3)" --etcd-address "$(p 4)" --hypershift-health-address "$(p 5)" \
@@ -79,6 +81,7 @@ setsid "$bin/hyperfleet-dev" up --bin-dir "$bin" --dev-dir "$dev" --issuer-dir "
 	--cluster-placer-ops-address "$(p 14)" --db-port "$((port + 15))" \
 	--max-hosted-clusters "mc-a=$n,mc-b=$n" --hypershift-delay 0 --time-scale "$time_scale" \
 	--arg hypershift-sim-mc-a=--deletion-delay=0 --arg hypershift-sim-mc-b=--deletion-delay=0 \
+	--arg hivelocity-sim=--seed-file="$dev/devices.json" \
 	${up_flags[@]+"${up_flags[@]}"} >"$dev/up.log" 2>&1 &
 up_pid=$!
 
