@@ -27,7 +27,7 @@ func (r report) print(w io.Writer) error {
 	n := float64(r.cfg.clusters)
 	devices := n * float64(r.cfg.replicas)
 	rows := [][2]string{
-		{"clusters (each with a node pool of " + fmt.Sprint(r.cfg.replicas) + " devices)", fmt.Sprintf("%d, created %d at a time", r.cfg.clusters, r.cfg.concurrency)},
+		{"clusters (each with a node pool of " + fmt.Sprint(r.cfg.replicas) + " devices)", fmt.Sprintf("%d, created %d at a time", r.cfg.clusters, min(r.cfg.clusters, r.cfg.concurrency))},
 		{"creates sent (clusters and node pools)", seconds(r.times.created)},
 		{"all clusters Ready, from the first create", "**" + seconds(r.times.clustersReady) + "**"},
 		{"all node pools Ready, from the first create", "**" + seconds(r.times.poolsReady) + "**"},
