@@ -170,6 +170,16 @@ bench-limit: build ## Measure the API as a share of raw PostgreSQL (pgbench) per
 bench-tenancy: build ## Measure the API's CPU per request with tenancy on versus off (median of interleaved runs)
 	BIN=$(BIN) test/bench/tenancy.sh
 
+# The whole loop's cost per cluster: `make run`'s system (two real kube-apiservers, every simulator at zero delay) on
+# a fresh database of BENCH_PG and ports from BENCH_FLEET_PORT (27000), BENCH_FLEET_N clusters with a 3-device node
+# pool each created at once, all Ready, all deleted, all gone; one markdown table (test/bench/fleet.sh says more).
+BENCH_FLEET_N ?= 200
+
+.PHONY: bench-fleet
+bench-fleet: build k8s-assets ## Measure one cluster's life through the whole loop (BENCH_FLEET_N clusters with 3-device pools): times, API CPU and requests, Hivelocity and kube calls, peak RSS
+	go build -o $(BIN)/fleet-bench ./test/bench/fleet
+	BIN=$(BIN) BENCH_FLEET_N=$(BENCH_FLEET_N) KUBEBUILDER_ASSETS=$(K8S_ASSETS_DIR) test/bench/fleet.sh
+
 .PHONY: bench-scale
 bench-scale: build ## Measure request latency at 1,000 and at 100,000 clusters (1,000,000 status rows), one client
 	BIN=$(BIN) test/bench/scale.sh

@@ -44,7 +44,8 @@ type Options struct {
 	// spec.credentials.kubeconfig: set, the applier serves every ManagementCluster (NewFleet) and Namespace is
 	// unused (each names its own).
 	CredentialsDir string
-	// KubeQPS and KubeBurst are each management cluster client's rate budget; zero keeps client-go's default.
+	// KubeQPS and KubeBurst are each management cluster client's rate budget, in either mode; zero is
+	// DefaultKubeQPS, DefaultKubeBurst.
 	KubeQPS   float32
 	KubeBurst int
 	// ProbeInterval is how often each management cluster is probed (its version and HyperShift's API), and
@@ -76,10 +77,20 @@ type Options struct {
 // ManagementCluster (another shard's) learns of a changed or deleted one within it, at one read a minute each.
 const managementClusterSpecTTL = time.Minute
 
+// DefaultKubeQPS and DefaultKubeBurst are each management cluster client's budget. client-go's own (5/s, burst 10)
+// kept a fleet's clusters waiting minutes for their HostedClusters, and cluster-api's --kube-api-qps default (20/s,
+// burst 30) is sized for one controller's handful of objects. Reads come from the watch caches, so the budget is
+// spent on writes: about three per new cluster (its HostedCluster and two Secrets, server-side applied) and as many
+// per deletion. 50/s takes a burst of 1,000 new clusters onto one management cluster in a minute, the fleet's
+// target; a burst of 100 applies a batch of creates at once. Both are a small share of what a kube-apiserver admits
+// (API Priority and Fairness shares hundreds of concurrent requests), and each management cluster has its own.
+const (
+	DefaultKubeQPS   = 50
+	DefaultKubeBurst = 100
+)
+
 // Defaults of the many-management-clusters mode.
 const (
-	DefaultKubeQPS       = 20
-	DefaultKubeBurst     = 30
 	DefaultProbeInterval = 5 * time.Second
 	DefaultProbeTimeout  = 3 * time.Second
 )
@@ -106,8 +117,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.ReapplyRate, "reapply-rate", o.ReapplyRate, "clusters a second re-applied when the applier's own output changes from an unchanged spec (new version, pull secret, default); spec changes are not paced")
 	fs.IntVar(&o.ReapplyBurst, "reapply-burst", o.ReapplyBurst, "clusters re-applied at once before --reapply-rate paces them")
 	fs.StringVar(&o.CredentialsDir, "management-cluster-credentials", o.CredentialsDir, "directory of kubeconfig files, one per ManagementCluster (named by its spec.credentials.kubeconfig): serve them all, each cluster on the one the cluster-placer chose (instead of --kubeconfig)")
-	fs.Float32Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "requests a second of each management cluster's client (0: client-go's default)")
-	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "burst of each management cluster's client")
+	fs.Float32Var(&o.KubeQPS, "kube-api-qps", o.KubeQPS, "requests a second of each management cluster's client (its watches and probe aside)")
+	fs.IntVar(&o.KubeBurst, "kube-api-burst", o.KubeBurst, "requests each management cluster's client may send at once before --kube-api-qps paces it")
+	// The names before cluster-api's, kept for the deployments that set them: hidden, and warned about when used
+	// (what pflag's MarkDeprecated sets, without its error for a flag that does not exist).
+	fs.Float32Var(&o.KubeQPS, "kube-qps", o.KubeQPS, "")
+	fs.IntVar(&o.KubeBurst, "kube-burst", o.KubeBurst, "")
+	for old, name := range map[string]string{"kube-qps": "kube-api-qps", "kube-burst": "kube-api-burst"} {
+		f := fs.Lookup(old)
+		f.Deprecated, f.Hidden = "use --"+name, true
+	}
 	fs.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "how often each management cluster is probed; one that does not answer is not used, and its clusters report ManagementClusterUnreachable")
 	fs.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "longest a management cluster's probe may take")
 	fs.DurationVar(&o.PlacementRetry, "placement-retry", o.PlacementRetry, "how soon a cluster the cluster-placer has not placed yet is looked at again")
@@ -143,19 +162,9 @@ func New(rt adapter.Config, o Options, kube *rest.Config, log *slog.Logger) (*Ad
 	if err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(kube)
-	cfg.UserAgent = "hyperfleet-" + Name
-	if o.KubeQPS > 0 {
-		cfg.QPS, cfg.Burst = o.KubeQPS, o.KubeBurst
-	}
-	// Calls are counted on top of whatever the given config already wraps its transport with.
-	wrapped := cfg.WrapTransport
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		if wrapped != nil {
-			rt = wrapped(rt)
-		}
+	cfg := kubeClientConfig(kube, o.KubeQPS, o.KubeBurst, func(rt http.RoundTripper) http.RoundTripper {
 		return runner.ExternalTransport("kubernetes", rt)
-	}
+	})
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("management cluster client: %w", err)
@@ -193,9 +202,9 @@ func NewFleet(rt adapter.Config, o Options, log *slog.Logger) (*Adapter, error) 
 	if !info.IsDir() {
 		return nil, fmt.Errorf("--management-cluster-credentials %s is not a directory", o.CredentialsDir)
 	}
-	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.PlacementRetry < 0 || o.ManagementClusterResync < 0 || o.KubeQPS < 0 || o.KubeBurst < 0 ||
+	if o.ProbeInterval < 0 || o.ProbeTimeout < 0 || o.PlacementRetry < 0 || o.ManagementClusterResync < 0 ||
 		o.ControlPlaneVCPU < 0 || o.ControlPlaneMemoryGiB < 0 {
-		return nil, errors.New("--probe-interval, --probe-timeout, --placement-retry, --management-cluster-resync, --kube-qps, --kube-burst, " +
+		return nil, errors.New("--probe-interval, --probe-timeout, --placement-retry, --management-cluster-resync, " +
 			"--control-plane-vcpu and --control-plane-memory-gib must not be negative")
 	}
 	placer, err := placement(api.Kinds())
@@ -251,6 +260,11 @@ func newBase(rt adapter.Config, o *Options, log *slog.Logger) (*adapter.Runner, 
 	if o.ProgressInterval <= 0 || o.SyncTimeout <= 0 {
 		return nil, nil, errors.New("--progress-interval and --sync-timeout must be positive")
 	}
+	if o.KubeQPS < 0 || o.KubeBurst < 0 {
+		return nil, nil, errors.New("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	o.KubeQPS = cmp.Or(o.KubeQPS, DefaultKubeQPS)
+	o.KubeBurst = cmp.Or(o.KubeBurst, DefaultKubeBurst)
 	pull, err := newPullSecretFile(o.PullSecretFile)
 	if err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/csaupgrade"
 )
@@ -31,6 +33,23 @@ var (
 	hostedClustersGVR = schema.GroupVersionResource{Group: "hypershift.openshift.io", Version: "v1beta1", Resource: "hostedclusters"}
 	secretsGVR        = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
+
+// kubeClientConfig is the client configuration of a management cluster, in either mode: base's server and
+// credentials, the applier's user agent and rate budget, and transport wrapped around whatever base already wraps
+// its transport with (the runner's ExternalTransport, which counts the calls).
+func kubeClientConfig(base *rest.Config, qps float32, burst int, transport func(http.RoundTripper) http.RoundTripper) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.UserAgent = "hyperfleet-" + Name
+	cfg.QPS, cfg.Burst = qps, burst
+	wrapped := cfg.WrapTransport
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if wrapped != nil {
+			rt = wrapped(rt)
+		}
+		return transport(rt)
+	}
+	return cfg
+}
 
 // kubeCluster is the management cluster: server-side apply through the dynamic client, and reads from watch caches
 // so that a re-check of a settled cluster costs the management cluster nothing. HostedClusters of the namespace

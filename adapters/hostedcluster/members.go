@@ -287,17 +287,7 @@ func (f *fleet) build(ctx context.Context, s mcSpec, kubeconfig []byte, key stri
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCredentialsInvalid, s.spec.Credentials.Kubeconfig, err)
 	}
-	cfg.UserAgent = "hyperfleet-" + Name
-	if f.cfg.qps > 0 {
-		cfg.QPS, cfg.Burst = f.cfg.qps, f.cfg.burst
-	}
-	wrapped := cfg.WrapTransport
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		if wrapped != nil {
-			rt = wrapped(rt)
-		}
-		return f.cfg.transport(rt)
-	}
+	cfg = kubeClientConfig(cfg, f.cfg.qps, f.cfg.burst, f.cfg.transport)
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCredentialsInvalid, s.spec.Credentials.Kubeconfig, err)

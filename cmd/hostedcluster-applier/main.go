@@ -40,6 +40,10 @@ func newCommand() *cobra.Command {
 			fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the one management cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account); excludes --management-cluster-credentials")
 		},
 		New: func(rt adapter.Config, o options, log *slog.Logger) (*hostedcluster.Adapter, error) {
+			// Zero would mean the default to the adapter's Options; on the command line it is a mistake.
+			if o.KubeQPS <= 0 || o.KubeBurst <= 0 {
+				return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", o.KubeQPS, o.KubeBurst)
+			}
 			if o.CredentialsDir != "" {
 				if o.kubeconfig != "" {
 					return nil, errors.New("--kubeconfig and --management-cluster-credentials exclude each other: " +

@@ -17,8 +17,8 @@ func TestFleetFlags(t *testing.T) {
 	flags := newCommand().Flags()
 	for name, want := range map[string]string{
 		"management-cluster-credentials": "",
-		"kube-qps":                       "20",
-		"kube-burst":                     "30",
+		"kube-api-qps":                   "50",
+		"kube-api-burst":                 "100",
 		"probe-interval":                 "5s",
 		"placement-retry":                "2s",
 	} {
@@ -36,4 +36,25 @@ func TestKubeconfigAndCredentialsDirExcludeEachOther(t *testing.T) {
 		"--kubeconfig", "kubeconfig", "--management-cluster-credentials", t.TempDir()})
 	err := cmd.Execute()
 	require.ErrorContains(t, err, "--kubeconfig and --management-cluster-credentials exclude each other")
+}
+
+// The management cluster's rate budget must be positive: the command refuses before it builds anything.
+func TestKubeAPIBudgetMustBePositive(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"zero qps", []string{"--kube-api-qps", "0"}},
+		{"negative qps", []string{"--kube-api-qps", "-1"}},
+		{"zero burst", []string{"--kube-api-burst", "0"}},
+		{"deprecated name, zero", []string{"--kube-qps", "0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := newCommand()
+			cmd.SetArgs(append([]string{"--api-url", "http://127.0.0.1:1", "--ops-bind-address", "127.0.0.1:0",
+				"--management-cluster-credentials", t.TempDir()}, tt.args...))
+			require.ErrorContains(t, cmd.Execute(), "must be positive")
+		})
+	}
 }

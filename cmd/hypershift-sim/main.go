@@ -39,7 +39,19 @@ type config struct {
 	version       string
 	createSecrets bool
 	healthAddr    string
+	// kubeQPS and kubeBurst are the client's rate budget (watches aside).
+	kubeQPS   float32
+	kubeBurst int
 }
+
+// defaultKubeQPS and defaultKubeBurst are sized so that the simulator is never what a fleet waits for: it stands
+// in for HyperShift's operator, whose own pace is not what HyperFleet measures. Each HostedCluster costs it about
+// five writes (the finalizer, two Secrets, two status updates) and one more when it goes; client-go's 5/s default
+// made a burst of 200 clusters wait minutes here. 100/s takes 1,000 new clusters in about a minute.
+const (
+	defaultKubeQPS   = 100
+	defaultKubeBurst = 200
+)
 
 func main() { command.Main(newCommand(run)) }
 
@@ -50,6 +62,8 @@ func newCommand(runFn func(context.Context, config, *slog.Logger) error) *cobra.
 		deletionDelay: hypershiftsim.DefaultDeletionDelay,
 		version:       hypershiftsim.DefaultVersion,
 		createSecrets: true,
+		kubeQPS:       defaultKubeQPS,
+		kubeBurst:     defaultKubeBurst,
 	}
 	return command.Program{
 		Name: "hypershift-sim", Short: "Simulate the HyperShift operator for HostedClusters on a cluster without HyperShift",
@@ -67,6 +81,8 @@ func (cfg *config) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&cfg.version, "fallback-version", cfg.version, "OpenShift version reported for release images whose tag names none (e.g. digests) when no hyperfleet.io/release-version annotation does")
 	fs.BoolVar(&cfg.createSecrets, "create-secrets", cfg.createSecrets, "create the admin kubeconfig and kubeadmin-password Secrets the status names")
 	fs.StringVar(&cfg.healthAddr, "health-bind-address", "", "address of /healthz, /readyz and /admin/fail (empty: none)")
+	fs.Float32Var(&cfg.kubeQPS, "kube-api-qps", cfg.kubeQPS, "requests a second of the client (its watch aside)")
+	fs.IntVar(&cfg.kubeBurst, "kube-api-burst", cfg.kubeBurst, "requests the client may send at once before --kube-api-qps paces it")
 }
 
 // run simulates HyperShift on the cluster cfg points at until ctx is done.
@@ -74,9 +90,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if cfg.delay < 0 || cfg.deletionDelay < 0 {
 		return errors.New("--delay and --deletion-delay must not be negative")
 	}
-	restCfg, err := restConfig(cfg.kubeconfig)
+	restCfg, err := clientConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	client, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
@@ -132,6 +148,19 @@ func healthHandler(r readiness, admin http.Handler) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// clientConfig is the client's configuration: the kubeconfig's server and credentials, and the rate budget.
+func clientConfig(cfg config) (*rest.Config, error) {
+	if cfg.kubeQPS <= 0 || cfg.kubeBurst <= 0 {
+		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", cfg.kubeQPS, cfg.kubeBurst)
+	}
+	restCfg, err := restConfig(cfg.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.QPS, restCfg.Burst = cfg.kubeQPS, cfg.kubeBurst
+	return restCfg, nil
 }
 
 // restConfig loads the file at path if given; else the file $KUBECONFIG names; else the in-cluster config when

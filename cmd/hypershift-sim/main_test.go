@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,15 +33,15 @@ func TestCommandFlags(t *testing.T) {
 	}{
 		{"defaults", nil, config{
 			delay: hypershiftsim.DefaultDelay, deletionDelay: hypershiftsim.DefaultDeletionDelay,
-			version: hypershiftsim.DefaultVersion, createSecrets: true,
+			version: hypershiftsim.DefaultVersion, createSecrets: true, kubeQPS: defaultKubeQPS, kubeBurst: defaultKubeBurst,
 		}, false},
 		{"all flags", []string{
 			"--kubeconfig", "/k", "--namespace", "clusters", "--delay", "0", "--deletion-delay", "1m",
 			"--fallback-version", "4.16.0", "--create-secrets=false", "--log-level", "debug",
-			"--health-bind-address", "127.0.0.1:9600",
+			"--health-bind-address", "127.0.0.1:9600", "--kube-api-qps", "7.5", "--kube-api-burst", "9",
 		}, config{
 			kubeconfig: "/k", namespace: "clusters", deletionDelay: time.Minute, version: "4.16.0",
-			healthAddr: "127.0.0.1:9600",
+			healthAddr: "127.0.0.1:9600", kubeQPS: 7.5, kubeBurst: 9,
 		}, false},
 		{"positional arguments", []string{"extra"}, config{}, true},
 		{"bad duration", []string{"--delay", "soon"}, config{}, true},
@@ -69,11 +70,47 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		want string
 	}{
 		{"negative delay", config{delay: -time.Second}, "must not be negative"},
-		{"missing kubeconfig", config{kubeconfig: filepath.Join(t.TempDir(), "nope")}, "kubeconfig"},
+		{"missing kubeconfig", config{kubeconfig: filepath.Join(t.TempDir(), "nope"), kubeQPS: 1, kubeBurst: 1}, "kubeconfig"},
+		{"no rate", config{kubeBurst: 1}, "--kube-api-qps 0 and --kube-api-burst 1 must be positive"},
+		{"no burst", config{kubeQPS: 1}, "must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.ErrorContains(t, run(context.Background(), tt.cfg, slog.New(slog.DiscardHandler)), tt.want)
+		})
+	}
+}
+
+// The client gets the kubeconfig's server and the flags' rate budget.
+func TestClientConfigHasTheFlagsBudget(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: mc, cluster: {server: "https://mc.example:6443"}}]
+users: [{name: sim, user: {token: t}}]
+contexts: [{name: mc, context: {cluster: mc, user: sim}}]
+current-context: mc
+`), 0o600))
+	tests := []struct {
+		name      string
+		args      []string
+		wantQPS   float32
+		wantBurst int
+	}{
+		{"defaults", nil, defaultKubeQPS, defaultKubeBurst},
+		{"flags", []string{"--kube-api-qps", "30", "--kube-api-burst", "60"}, 30, 60},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg config
+			cmd := newCommand(func(_ context.Context, c config, _ *slog.Logger) error { cfg = c; return nil })
+			cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, tt.args...))
+			require.NoError(t, cmd.Execute())
+			got, err := clientConfig(cfg)
+			require.NoError(t, err)
+			require.Equal(t, "https://mc.example:6443", got.Host)
+			require.Equal(t, tt.wantQPS, got.QPS)
+			require.Equal(t, tt.wantBurst, got.Burst)
 		})
 	}
 }
@@ -90,7 +127,7 @@ func TestRun(t *testing.T) {
 	go func() {
 		done <- run(ctx, config{
 			kubeconfig: env.WriteKubeconfig(t), namespace: ns, version: hypershiftsim.DefaultVersion,
-			createSecrets: true, healthAddr: "127.0.0.1:0",
+			createSecrets: true, healthAddr: "127.0.0.1:0", kubeQPS: defaultKubeQPS, kubeBurst: defaultKubeBurst,
 		}, slog.New(slog.NewJSONHandler(logs, nil)))
 	}()
 	var health string

@@ -92,7 +92,7 @@ func startApplierProcess(tb testing.TB, bin string, w *placementWorld) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--api-url", w.api.base, "--management-cluster-credentials", w.creds,
 		"--pull-secret-file", w.pull, "--ops-bind-address", ops, "--progress-interval", "1s", "--poll-interval", "1s",
-		"--kube-qps", "200", "--kube-burst", "400")
+		"--kube-api-qps", "200", "--kube-api-burst", "400")
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if os.Getenv("HYPERFLEET_TEST_LOG") != "" {
 		cmd.Stderr = os.Stderr
