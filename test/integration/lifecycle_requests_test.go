@@ -142,15 +142,7 @@ func TestClusterLifecycleRequests(t *testing.T) {
 	require.NoError(t, err)
 	runInBackground(t, placer.Run)
 
-	// Hivelocity at practically no delay: a reload takes milliseconds.
-	hv := hivelocitysim.New(hivelocitysim.Options{TimeScale: 10000, Durations: hvDurations(), APIKeys: []string{"k"},
-		SSHKeys: []hivelocitysim.SSHKey{{ID: 7, Name: hvSSHKey, PublicKey: "ssh-ed25519 AAAA ops"}}})
-	hvSrv := httptest.NewServer(hv.Handler())
-	t.Cleanup(hvSrv.Close)
-	require.NoError(t, hv.Seed(spareDevices(100, 3)...))
-	po := hivelocity.DefaultOptions()
-	po.URL, po.APIKeyFile, po.RPS = hvSrv.URL+"/api/v2", keyFile(t, "k"), 0
-	po.ClaimSettle = 400 * time.Millisecond // the settle changes no call, only how long a claim waits
+	hv, po := countedHivelocity(t)
 	provisioner, err := hivelocity.New(config(hivelocity.Name), po, testLogger())
 	require.NoError(t, err)
 	runInBackground(t, provisioner.Run)
@@ -212,14 +204,7 @@ func TestClusterLifecycleRequests(t *testing.T) {
 func TestNodePoolLifecycleRequests(t *testing.T) {
 	counter := newRequestCounter()
 	s, c := hvServer(t)
-	hv := hivelocitysim.New(hivelocitysim.Options{TimeScale: 10000, Durations: hvDurations(), APIKeys: []string{"k"},
-		SSHKeys: []hivelocitysim.SSHKey{{ID: 7, Name: hvSSHKey, PublicKey: "ssh-ed25519 AAAA ops"}}})
-	hvSrv := httptest.NewServer(hv.Handler())
-	t.Cleanup(hvSrv.Close)
-	require.NoError(t, hv.Seed(spareDevices(100, 3)...))
-	po := hivelocity.DefaultOptions()
-	po.URL, po.APIKeyFile, po.RPS = hvSrv.URL+"/api/v2", keyFile(t, "k"), 0
-	po.ClaimSettle = 400 * time.Millisecond // the settle changes no call, only how long a claim waits
+	hv, po := countedHivelocity(t)
 	cfg := adapter.Defaults(hivelocity.Name, "127.0.0.1:0")
 	cfg.APIURL, cfg.Transport, cfg.DrainTimeout = s.base, counter.transport(hivelocity.Name, s.transport), 5*time.Second
 	provisioner, err := hivelocity.New(cfg, po, testLogger())
@@ -259,4 +244,19 @@ func TestNodePoolLifecycleRequests(t *testing.T) {
 	t.Logf("a pool of 3: Ready after %s, gone after %s\nAPI requests by the provisioner: %d\n%s\n"+
 		"Hivelocity: %d calls (%.1f a device): %v\nby device: %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
 		total, table, calls, float64(calls)/3, byOp, byDevice)
+}
+
+// countedHivelocity is a Hivelocity at practically no delay with 100 spare devices, and the provisioner's default
+// options on it with no rate limit: what the lifecycle counts run on.
+func countedHivelocity(t *testing.T) (*hivelocitysim.Simulator, hivelocity.Options) {
+	t.Helper()
+	hv := hivelocitysim.New(hivelocitysim.Options{TimeScale: 10000, Durations: hvDurations(), APIKeys: []string{"k"},
+		SSHKeys: []hivelocitysim.SSHKey{{ID: 7, Name: hvSSHKey, PublicKey: "ssh-ed25519 AAAA ops"}}})
+	hvSrv := httptest.NewServer(hv.Handler())
+	t.Cleanup(hvSrv.Close)
+	require.NoError(t, hv.Seed(spareDevices(100, 3)...))
+	po := hivelocity.DefaultOptions()
+	po.URL, po.APIKeyFile, po.RPS = hvSrv.URL+"/api/v2", keyFile(t, "k"), 0
+	po.ClaimSettle = 400 * time.Millisecond // the settle changes no call, only how long a claim waits
+	return hv, po
 }
