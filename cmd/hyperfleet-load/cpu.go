@@ -130,11 +130,22 @@ func (b *dbBackends) cpu(ctx context.Context) (map[int32]time.Duration, bool) {
 	}
 	out := make(map[int32]time.Duration, len(pids))
 	for _, pid := range pids {
+		// A containerized server's pids are its own namespace's: the same number here may be another process.
+		if !isPostgresProcess(pid) {
+			continue
+		}
 		if d, ok := processCPU(pid); ok {
 			out[pid] = d
 		}
 	}
 	return out, len(out) > 0 || len(pids) == 0
+}
+
+// isPostgresProcess tells whether pid is a PostgreSQL process of this machine (its command name; a backend's
+// title changes its command line, not that).
+func isPostgresProcess(pid int32) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err == nil && strings.TrimSpace(string(b)) == "postgres"
 }
 
 // processCPU is a process's CPU time: /proc/<pid>/schedstat's nanoseconds on a CPU, else utime+stime from
