@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/adapters/hivelocity"
 	"github.com/hyperfleet/hyperfleet/adapters/hostedcluster"
 	"github.com/hyperfleet/hyperfleet/adapters/versionresolver/cincinnatisim"
+	"github.com/hyperfleet/hyperfleet/pkg/adapter"
 	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
@@ -36,7 +37,9 @@ func pausedAt(st *api.AdapterStatus, generation int64) bool {
 // unpaused it converges on the spec and release of that moment.
 func TestApplierLeavesAPausedClusterAlone(t *testing.T) {
 	w := startApplierWorld(t)
-	w.startApplier(t, nil, nil)
+	// Every re-check posts its report, even one that says what the last said, so that the test sees the applier
+	// look at the cluster again when its stream moves (the report's observed time).
+	w.startApplier(t, func(c *adapter.Config) { c.ReportHeartbeat = 0 }, nil)
 	stream := createStream(t, w.api, "ocp-4-16", api.VersionStreamSpec{TargetVersion: "4.16"})
 	waitForReport(t, w.api, *stream, "4.16.2", resolvedTo("4.16.2"))
 	c := createClusterNamed(t, w.api, "held", "ocp-4-16", nil)
