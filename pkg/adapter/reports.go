@@ -13,9 +13,9 @@ import (
 // reportCache remembers the last report this replica posted about each resource, so that a re-check does not read
 // back what the runtime itself wrote, and does not write again what it wrote last (unchanged): a settled resource
 // then costs one read of the API per re-check, and a report per heartbeat. It is only right while one replica
-// reports on a resource, which sharding guarantees (replicas of one shard must not run side by side: a
-// StatefulSet, not a Deployment, where replicas shard). A refused (stale) or failed post, and a resource that is
-// gone, drop the entry; the next reconcile reads the API.
+// reports on a resource: one shard's holder at a time (a static shard, or the lease's holder, whose reports the
+// API fences). A refused (stale, lease lost) or failed post, and a resource that is gone, drop the entry; the next
+// reconcile reads the API.
 type reportCache struct {
 	mu      sync.Mutex
 	reports map[Key]*postedReport

@@ -388,7 +388,9 @@ func TestPlacerRestartWakesUnplacedClusters(t *testing.T) {
 func TestPlacerFreesTheSlotOnlyAfterTheApplierFinalized(t *testing.T) {
 	s := startPlacerServer(t, true)
 	mc := createMC(t, s, "mc-a", 1, mcOptions{reachable: true})
-	startPlacer(t, s)
+	// Every re-check posts, even a report that says what the last said, so that "tried again" shows in its
+	// observed time below.
+	startPlacer(t, s, func(c *adapter.Config, _ *placement.Options) { c.ReportHeartbeat = 0 })
 
 	first := createPlacedCluster(t, s, "first", nil)
 	waitPlacements(t, s, "first placed", []string{"first"}, isPlaced)
