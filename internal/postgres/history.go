@@ -41,7 +41,7 @@ func (t *txStore) RecordHistory(d *resource.Descriptor, r *resource.Resource, e 
 			return fmt.Errorf("encode the reports of a history entry: %w", err)
 		}
 	}
-	err := t.db.Exec(`INSERT INTO resource_history (tenant, kind, resource_id, parent_id, time, actor, action, generation, changes,
+	err := t.db().Exec(`INSERT INTO resource_history (tenant, kind, resource_id, parent_id, time, actor, action, generation, changes,
 			phase_from, phase_to, reports) VALUES (?, ?, ?, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.Tenant, d.Kind, r.ID, nullableID(r.ParentID), e.Time, e.Actor, string(e.Action), e.Generation, nullableJSON(e.Changes),
 		nullableText(string(e.PhaseFrom)), nullableText(string(e.PhaseTo)), nullableJSON(reports)).Error

@@ -11,7 +11,7 @@ import (
 
 func (t *txStore) Referenced(d *resource.Descriptor, name string) (bool, error) {
 	var ids []string
-	err := rawScan(t.db.Raw("SELECT id FROM "+d.Table+" WHERE name = ? AND deleted_time IS NULL FOR KEY SHARE", name), &ids)
+	err := rawScan(t.reader().Raw("SELECT id FROM "+d.Table+" WHERE name = ? AND deleted_time IS NULL FOR KEY SHARE", name), &ids)
 	if err != nil {
 		return false, fmt.Errorf("look up %s %q: %w", d.Kind, name, err)
 	}
@@ -21,7 +21,7 @@ func (t *txStore) Referenced(d *resource.Descriptor, name string) (bool, error) 
 func (t *txStore) Referrers(d *resource.Descriptor, field, name string, limit int) ([]string, error) {
 	var names []string
 	// Containment is what the GIN index on spec serves.
-	err := rawScan(t.db.Raw("SELECT name FROM "+d.Table+" WHERE spec @> jsonb_build_object(?::text, ?::text) AND deleted_time IS NULL ORDER BY name LIMIT ?",
+	err := rawScan(t.reader().Raw("SELECT name FROM "+d.Table+" WHERE spec @> jsonb_build_object(?::text, ?::text) AND deleted_time IS NULL ORDER BY name LIMIT ?",
 		field, name, limit), &names)
 	if err != nil {
 		return nil, fmt.Errorf("find %s naming %q in %s: %w", d.Kind, name, field, err)
@@ -37,7 +37,7 @@ func (t *txStore) ReportReferrers(d *resource.Descriptor, adapter, key, name str
 	// Kind, adapter and key are plain words (resource.Descriptor.Check), written into the text so that the partial
 	// expression index on data->>'<key>' for that kind and adapter serves the query (a parameter would not match
 	// the index's predicate).
-	err := rawScan(t.db.Raw("SELECT r.name, count(*) OVER () AS total FROM adapter_statuses s JOIN "+d.Table+" r ON r.id = s.resource_id"+
+	err := rawScan(t.reader().Raw("SELECT r.name, count(*) OVER () AS total FROM adapter_statuses s JOIN "+d.Table+" r ON r.id = s.resource_id"+
 		" WHERE s.kind = '"+d.Kind+"' AND s.adapter = '"+adapter+"' AND s.data->>'"+key+"' = ? ORDER BY r.name LIMIT ?", name, limit), &rows)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find %s that %s places on %q: %w", d.Kind, adapter, name, err)

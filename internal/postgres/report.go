@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 )
 
-// A status write is two statements (and its transaction's BEGIN and COMMIT): LockReports reads, WriteReport
-// writes. Under READ COMMITTED a statement reads the snapshot it started with, which may predate the commit of the
+// A status write is two statements in two round trips: LockReports reads, with the transaction's BEGIN, and
+// WriteReport writes, with its COMMIT (pipeline.go). Under READ COMMITTED a statement reads the snapshot it started with, which may predate the commit of the
 // writer whose lock it waited for; locking the reports too (FOR UPDATE) makes PostgreSQL return each row as that
 // writer left it. The rows the aggregate depends on always exist, since every required adapter has a placeholder
 // from the resource's creation on, and the upsert's own freshness guard covers the rest.
@@ -36,21 +38,34 @@ func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*res
 		args = append(args, parentID)
 	}
 	where, args = andTenant(where, args, d, t.scope, "")
-	var rows []row
-	err := rawScan(t.db.Raw(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
+	stmt, vars := t.bind(`WITH res AS (SELECT `+columns(d)+` FROM `+d.Table+` WHERE `+where+` FOR UPDATE),
 		reps AS (SELECT `+statusColumns+` FROM adapter_statuses WHERE resource_id = (SELECT id FROM res) ORDER BY adapter FOR UPDATE)
-		SELECT res.*, (SELECT coalesce(json_agg(reps ORDER BY adapter), '[]') FROM reps) AS reports FROM res`, args...), &rows)
+		SELECT res.*, (SELECT coalesce(json_agg(reps ORDER BY adapter), '[]') FROM reps) AS reports FROM res`, args...)
+	var (
+		w     row
+		found bool
+	)
+	// The transaction's first statement: BEGIN goes with it.
+	err := t.send(queued{sql: stmt, args: vars, read: func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(append(w.dest(d), &w.Reports)...); err != nil {
+				return err
+			}
+			found = true
+		}
+		return rows.Err()
+	}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s %s and its reports: %w", d.Kind, id, err)
 	}
-	if len(rows) == 0 {
+	if !found {
 		return nil, nil, resource.NotFound(d, id)
 	}
-	r, err := rows[0].toResource(d, true)
+	r, err := w.toResource(d, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := decodeReports(rows[0].Reports)
+	out, err := decodeReports(w.Reports)
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode the reports on %s %s: %w", d.Kind, id, err)
 	}
@@ -84,7 +99,8 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		return fmt.Errorf("encode conditions: %w", err)
 	}
 	// The guard repeats the service's freshness rule where the row is: a report of an older generation writes
-	// nothing; at the same generation the later write wins (the rows are locked, so later is the server's order).
+	// nothing, not even the resource (so that it may be sent with the COMMIT, see pipeline.go); at the same
+	// generation the later write wins (the rows are locked, so later is the server's order).
 	sql := `WITH up AS (INSERT INTO adapter_statuses (resource_id, kind, adapter, observed_generation, observed_time, conditions,
 			data, metadata, created_time, last_report_time, resource_generation, resource_deleting, finalized_generation, tenant)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -107,27 +123,39 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 		// A report changes the status only, never the generation or the deleting flag: the reports' copies of
 		// those (see Save) stay right.
 		sql += `, saved AS (UPDATE ` + d.Table + ` SET phase = ?, conditions = ?, aggregated_for = ?, version = version + 1
-				WHERE id = ? RETURNING id, version, generation, tenant),
+				WHERE id = ? AND EXISTS (SELECT 1 FROM up) RETURNING id, version, generation, tenant),
 			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
 				SELECT ?, ?, id, ?::uuid, generation, version, tenant FROM saved)`
 		args = append(args, string(r.Status.Phase), aggregate, fingerprint(d), r.ID, string(event), d.Kind, nullableID(r.ParentID))
 		final = `SELECT (SELECT count(*) FROM up) AS written, (SELECT version FROM saved) AS version`
 	}
-	var outcome []struct {
-		Written int64
-		Version *int64
-	}
-	if err := rawScan(t.db.Raw(sql+" "+final, args...), &outcome); err != nil {
-		return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
-	}
-	if len(outcome) != 1 || outcome[0].Written != 1 {
-		return resource.Errorf(resource.CodeStatusStale, "a newer report from %s about %s %s is already stored", st.Adapter, d.Kind, r.ID)
-	}
-	if save {
-		if outcome[0].Version == nil {
-			return resource.NotFound(d, r.ID)
+	stmt, vars := t.bind(sql+" "+final, args...)
+	// Deferred: it goes with the COMMIT, or with the next statement.
+	t.postpone(queued{sql: stmt, args: vars, read: func(rows pgx.Rows) error {
+		var (
+			n       int
+			written int64
+			version *int64
+		)
+		for rows.Next() {
+			if err := rows.Scan(&written, &version); err != nil {
+				return err
+			}
+			n++
 		}
-		r.Version = *outcome[0].Version
-	}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
+		}
+		if n != 1 || written != 1 {
+			return resource.Errorf(resource.CodeStatusStale, "a newer report from %s about %s %s is already stored", st.Adapter, d.Kind, r.ID)
+		}
+		if save {
+			if version == nil {
+				return resource.NotFound(d, r.ID)
+			}
+			r.Version = *version
+		}
+		return nil
+	}})
 	return nil
 }

@@ -149,7 +149,7 @@ func writeShardLeases(tx *gorm.DB, adapter string, now time.Time, c resource.Sha
 // CheckShardLease implements resource.Tx.
 func (t *txStore) CheckShardLease(adapter string, shard, count int, generation int64) error {
 	var rows []shardLeaseRow
-	err := t.db.Raw(`SELECT shard, shard_count, holder, generation, expires_time FROM adapter_shard_leases
+	err := t.reader().Raw(`SELECT shard, shard_count, holder, generation, expires_time FROM adapter_shard_leases
 		WHERE adapter = ? AND shard = ? FOR SHARE`, adapter, shard).Scan(&rows).Error
 	if err != nil {
 		return fmt.Errorf("lock %s's lease on shard %d: %w", adapter, shard, err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
@@ -76,6 +77,16 @@ type row struct {
 	DeletionProtection bool
 	// Reports is set by LockReports only: the resource's reports as one JSON array.
 	Reports []byte
+}
+
+// dest is where a row of columns(d) scans to, in its order.
+func (w *row) dest(d *resource.Descriptor) []any {
+	dest := make([]any, 0, 17)
+	if d.Parent != nil {
+		dest = append(dest, &w.ParentID)
+	}
+	return append(dest, &w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
+		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy, &w.Tenant, &w.DeletionProtection)
 }
 
 const rootColumns = "id, name, labels, spec, generation, version, phase, conditions, created_time, updated_time, created_by, updated_by, deleted_time, deleted_by, tenant, deletion_protection"
@@ -157,19 +168,71 @@ func (s *Store) Create(ctx context.Context, d *resource.Descriptor, r *resource.
 	return r, nil
 }
 
-// Create implements resource.Tx: Store.Create inside the transaction.
+// Create implements resource.Tx: Store.Create inside the transaction, deferred (see pipeline.go): r's tenant is
+// set, and the errors are returned, when it has been sent.
 func (t *txStore) Create(d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) (*resource.Resource, error) {
-	if err := create(t.db, t.scope, d, r, refs); err != nil {
+	stmt, args, err := createStatement(t.scope, d, r, refs)
+	if err != nil {
 		return nil, err
 	}
+	stmt, args = t.bind(stmt, args...)
+	t.postpone(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
+		var o createOutcome
+		for rows.Next() {
+			if err := rows.Scan(&o.Parents, &o.Inserted, &o.Missing, &o.Tenant); err != nil {
+				return err
+			}
+		}
+		return o.check(d, r, refs, rows.Err())
+	}})
 	return r, nil
 }
 
 // create inserts r in one statement and sets its tenant (a child's is its parent's) as stored.
 func create(db *gorm.DB, sc scope, d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) error {
-	w, err := toRow(d, r)
+	stmt, args, err := createStatement(sc, d, r, refs)
 	if err != nil {
 		return err
+	}
+	var o createOutcome
+	err = rawScan(db.Raw(stmt, args...), &o)
+	return o.check(d, r, refs, err)
+}
+
+// createOutcome is what create's statement says it did: a resource is inserted only when its parent exists and is
+// not deleting and every reference exists; otherwise the statement writes nothing.
+type createOutcome struct {
+	Parents, Inserted, Missing int
+	Tenant                     *string
+}
+
+// check turns the statement's outcome, or its error, into create's, and sets r's tenant as stored.
+func (o *createOutcome) check(d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef, err error) error {
+	if err != nil {
+		if sqlstate(err) == sqlstateUniqueViolation {
+			return nameTaken(d, r.Name)
+		}
+		return fmt.Errorf("insert %s: %w", d.Kind, err)
+	}
+	switch {
+	case o.Parents == 0:
+		return resource.NotFound(d.Parent, r.ParentID)
+	case o.Missing >= 0:
+		return resource.MissingReference(refs[o.Missing])
+	case o.Inserted == 0:
+		return resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
+	}
+	if o.Tenant != nil {
+		r.Tenant = *o.Tenant
+	}
+	return nil
+}
+
+// createStatement is create's one statement (its columns: parents, inserted, missing, tenant) and its arguments.
+func createStatement(sc scope, d *resource.Descriptor, r *resource.Resource, refs []resource.NamedRef) (string, []any, error) {
+	w, err := toRow(d, r)
+	if err != nil {
+		return "", nil, err
 	}
 	cols := "id, name, labels, spec, generation, phase, conditions, aggregated_for, created_time, updated_time, created_by, updated_by, deletion_protection"
 	values := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
@@ -228,29 +291,7 @@ func create(db *gorm.DB, sc scope, d *resource.Descriptor, r *resource.Resource,
 		missing = fmt.Sprintf("CASE WHEN NOT EXISTS (SELECT 1 FROM ref%d) THEN %d ELSE %s END", i, i, missing)
 	}
 	counts = append(counts, "(SELECT count(*) FROM ins) AS inserted", missing+" AS missing", "(SELECT tenant FROM ins) AS tenant")
-	stmt := "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", ")
-	var outcome struct {
-		Parents, Inserted, Missing int
-		Tenant                     *string
-	}
-	if err := rawScan(db.Raw(stmt, args...), &outcome); err != nil {
-		if sqlstate(err) == sqlstateUniqueViolation {
-			return nameTaken(d, r.Name)
-		}
-		return fmt.Errorf("insert %s: %w", d.Kind, err)
-	}
-	switch {
-	case outcome.Parents == 0:
-		return resource.NotFound(d.Parent, r.ParentID)
-	case outcome.Missing >= 0:
-		return resource.MissingReference(refs[outcome.Missing])
-	case outcome.Inserted == 0:
-		return resource.Errorf(resource.CodeParentDeleting, "%s %s is being deleted: no new %s can be created in it", d.Parent.Kind, r.ParentID, d.Kind)
-	}
-	if outcome.Tenant != nil {
-		r.Tenant = *outcome.Tenant
-	}
-	return nil
+	return "WITH " + strings.Join(ctes, ", ") + " SELECT " + strings.Join(counts, ", "), args, nil
 }
 
 func nameTaken(d *resource.Descriptor, name string) error {
@@ -516,13 +557,13 @@ func scanRows(query *gorm.DB, d *resource.Descriptor, borrow, reports bool, fn f
 		labels, spec, conds sql.RawBytes
 		reps                sql.RawBytes
 	)
-	dest := []any{&w.ID, &w.Name, &w.Labels, &w.Spec, &w.Generation, &w.Version, &w.Phase, &w.Conditions,
-		&w.CreatedTime, &w.UpdatedTime, &w.CreatedBy, &w.UpdatedBy, &w.DeletedTime, &w.DeletedBy, &w.Tenant, &w.DeletionProtection}
+	dest := w.dest(d)
 	if borrow {
-		dest[2], dest[3], dest[7] = &labels, &spec, &conds
-	}
-	if d.Parent != nil {
-		dest = append([]any{&w.ParentID}, dest...)
+		at := 0
+		if d.Parent != nil {
+			at = 1 // past parent_id
+		}
+		dest[at+2], dest[at+3], dest[at+7] = &labels, &spec, &conds
 	}
 	if reports {
 		// Decoded before fn returns (eachRow), so the driver's buffer will do.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
@@ -121,29 +122,44 @@ func (t *txStore) CheckQuota(d *resource.Descriptor, tenant, excludeID string, a
 	if !ok {
 		return fmt.Errorf("quota %q of %s has no column in tenants", q.Name, d.Kind)
 	}
-	var limits []struct{ Limit *int64 }
-	if err := rawScan(t.db.Raw("SELECT "+column+" AS limit FROM tenants WHERE id = ? FOR UPDATE", tenant), &limits); err != nil {
+	// Both statements only read, so the create that follows may still travel with the COMMIT (pipeline.go).
+	var limit *int64
+	stmt, args := t.bind("SELECT "+column+" FROM tenants WHERE id = ? FOR UPDATE", tenant)
+	err := t.send(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&limit); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}})
+	if err != nil {
 		return fmt.Errorf("lock the quota of tenant %q: %w", tenant, err)
 	}
-	if len(limits) == 0 || limits[0].Limit == nil {
+	if limit == nil {
 		return nil
 	}
 	use := quotaUse(q)
-	where, args := "tenant = ? AND deleted_time IS NULL", []any{tenant}
+	where, whereArgs := "tenant = ? AND deleted_time IS NULL", []any{tenant}
 	if excludeID != "" {
 		where += " AND id <> ?"
-		args = append(args, excludeID)
+		whereArgs = append(whereArgs, excludeID)
 	}
-	var used []int64
-	if err := rawScan(t.db.Raw("SELECT "+use+" FROM "+d.Table+" WHERE "+where, args...), &used); err != nil {
+	var current int64
+	stmt, args = t.bind("SELECT "+use+" FROM "+d.Table+" WHERE "+where, whereArgs...)
+	err = t.send(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&current); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}})
+	if err != nil {
 		return fmt.Errorf("count the %s quota of tenant %q: %w", q.Name, tenant, err)
 	}
-	limit, current := *limits[0].Limit, int64(0)
-	if len(used) == 1 {
-		current = used[0]
-	}
-	if current+amount > limit {
-		return resource.QuotaExceeded(q.Name, tenant, current, amount, limit)
+	if current+amount > *limit {
+		return resource.QuotaExceeded(q.Name, tenant, current, amount, *limit)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -19,19 +20,15 @@ import (
 // another writer won, so trying again soon almost always succeeds.
 const txAttempts = 4
 
-// InTx implements resource.Store.
+// InTx implements resource.Store (see pipeline.go for how its transaction talks to the database).
 func (s *Store) InTx(ctx context.Context, fn func(tx resource.Tx) error) error {
 	sc := s.scopeOf(ctx)
-	var err error
+	pool, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("database handle: %w", err)
+	}
 	for attempt := 1; attempt <= txAttempts; attempt++ {
-		err = s.db.WithContext(ctx).Transaction(func(db *gorm.DB) error {
-			if !sc.all {
-				if err := confine(db, sc.tenant); err != nil {
-					return err
-				}
-			}
-			return fn(&txStore{db: db, store: s, scope: sc, actor: resource.CallerFrom(ctx).Name})
-		})
+		err = s.runTx(ctx, pool, sc, fn)
 		if err == nil {
 			s.wrote()
 		}
@@ -48,11 +45,20 @@ func retryable(err error) bool {
 	return code == sqlstateDeadlock || code == sqlstateSerialization
 }
 
-// txStore is resource.Tx on one open transaction.
+// txStore is resource.Tx on one transaction, on one connection it holds (pipeline.go).
 type txStore struct {
-	db    *gorm.DB
-	store *Store
-	scope scope
+	ctx  context.Context
+	conn *sql.Conn
+	// gdb is GORM on conn; statements reach it through db or reader, which send what is queued first.
+	gdb *gorm.DB
+	// pending is what the next round trip sends before its own statement: BEGIN (and the tenant's settings) at
+	// first, then deferred statements.
+	pending []queued
+	// sent: BEGIN has gone out. deferred: pending holds a deferred statement. dirty: a statement that may have
+	// written has been sent, so COMMIT may not travel with a deferred one (commit).
+	sent, deferred, dirty bool
+	store                 *Store
+	scope                 scope
 	// actor is the caller's name, for the history entries of removals (Remove).
 	actor string
 }
@@ -60,7 +66,7 @@ type txStore struct {
 var _ resource.Tx = (*txStore)(nil)
 
 func (t *txStore) Lock(d *resource.Descriptor, parentID, id string) (*resource.Resource, error) {
-	return get(t.db, t.scope, d, parentID, id, true)
+	return get(t.reader(), t.scope, d, parentID, id, true)
 }
 
 func (t *txStore) LockIDs(d *resource.Descriptor, ids []string) ([]*resource.Resource, error) {
@@ -75,7 +81,7 @@ func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([
 	var rows []row
 	cond, args = andTenant(cond, args, d, t.scope, "")
 	// A fixed order keeps concurrent lockers of overlapping sets from deadlocking each other.
-	err := t.db.Table(d.Table).Select(columns(d)).Where(cond, args...).Order("id").
+	err := t.reader().Table(d.Table).Select(columns(d)).Where(cond, args...).Order("id").
 		Clauses(clause.Locking{Strength: "UPDATE"}).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("lock %s rows: %w", d.Kind, err)
@@ -94,7 +100,7 @@ func (t *txStore) lockWhere(d *resource.Descriptor, cond string, args ...any) ([
 func (t *txStore) HasChildren(d *resource.Descriptor, id string) (bool, error) {
 	for _, child := range t.store.children[d] {
 		var found []string
-		if err := t.db.Table(child.Table).Where("parent_id = ?", id).Limit(1).Pluck("id", &found).Error; err != nil {
+		if err := t.reader().Table(child.Table).Where("parent_id = ?", id).Limit(1).Pluck("id", &found).Error; err != nil {
 			return false, fmt.Errorf("look for %s children: %w", child.Kind, err)
 		}
 		if len(found) > 0 {
@@ -113,7 +119,7 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 	// generation and deleting flag that make "pending" a single-row property of its reports (a no-op for them
 	// unless those changed).
 	var versions []int64
-	err = rawScan(t.db.Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
+	err = rawScan(t.db().Raw(`WITH saved AS (UPDATE `+d.Table+` SET labels = ?, spec = ?, generation = ?, phase = ?, conditions = ?,
 			aggregated_for = ?, updated_time = ?, updated_by = ?, deleted_time = ?, deleted_by = ?, deletion_protection = ?,
 			version = version + 1
 			WHERE id = ? RETURNING id, version, generation, tenant),
@@ -136,7 +142,7 @@ func (t *txStore) Save(d *resource.Descriptor, r *resource.Resource, event resou
 }
 
 func (t *txStore) Statuses(ids []string) (map[string][]resource.AdapterStatus, error) {
-	return readStatuses(t.db, ids, t.scope)
+	return readStatuses(t.reader(), ids, t.scope)
 }
 
 // Remove implements resource.Tx: a removed event and a history entry for each resource of the subtree, deepest
@@ -151,7 +157,7 @@ func (t *txStore) Remove(d *resource.Descriptor, id string, action resource.Hist
 	for i := len(levels) - 1; i >= 0; i-- {
 		level := levels[i]
 		// One statement per level: the event and the history entry are read from the same rows.
-		err := t.db.Exec(`WITH gone AS (SELECT id, `+parentColumn(level.d)+` AS parent_id, generation, version, tenant, phase
+		err := t.db().Exec(`WITH gone AS (SELECT id, `+parentColumn(level.d)+` AS parent_id, generation, version, tenant, phase
 				FROM `+level.d.Table+` WHERE id IN ?),
 			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
 				SELECT 'removed', ?, id, parent_id, generation, version, tenant FROM gone ORDER BY id)
@@ -163,10 +169,10 @@ func (t *txStore) Remove(d *resource.Descriptor, id string, action resource.Hist
 		}
 		ids = append(ids, level.ids...)
 	}
-	if err := t.db.Exec("DELETE FROM adapter_statuses WHERE resource_id IN ?", ids).Error; err != nil {
+	if err := t.db().Exec("DELETE FROM adapter_statuses WHERE resource_id IN ?", ids).Error; err != nil {
 		return fmt.Errorf("delete statuses of %s %s: %w", d.Kind, id, err)
 	}
-	res := t.db.Exec("DELETE FROM "+d.Table+" WHERE id = ?", id)
+	res := t.db().Exec("DELETE FROM "+d.Table+" WHERE id = ?", id)
 	if res.Error != nil {
 		return fmt.Errorf("delete %s %s: %w", d.Kind, id, res.Error)
 	}
@@ -195,7 +201,7 @@ func (t *txStore) subtree(d *resource.Descriptor, ids []string) ([]subtreeLevel,
 	levels := []subtreeLevel{{d: d, ids: ids}}
 	for _, child := range t.store.children[d] {
 		var kids []string
-		if err := t.db.Table(child.Table).Where("parent_id IN ?", ids).Pluck("id", &kids).Error; err != nil {
+		if err := t.reader().Table(child.Table).Where("parent_id IN ?", ids).Pluck("id", &kids).Error; err != nil {
 			return nil, fmt.Errorf("list %s children: %w", child.Kind, err)
 		}
 		if len(kids) == 0 {

@@ -94,6 +94,10 @@ type Tx interface {
 	// CheckShardLease locks adapter's lease on shard against a change of holder until the transaction ends, and
 	// returns a CodeLeaseLost error unless generation is its current holder's under shard count count.
 	CheckShardLease(adapter string, shard, count int, generation int64) error
+	// Flush returns the errors of the writes the Tx has not sent yet: a Tx may hold WriteReport's and Create's
+	// statement back to send it with the next statement or the commit (one round trip fewer), and they surface
+	// then. What only checks, like a dry run, flushes before it rolls back.
+	Flush() error
 }
 
 // Observer is told the outcome of status writes and aggregations, for metrics.
@@ -286,6 +290,9 @@ func (s *Service) Create(ctx context.Context, d *Descriptor, parentID string, in
 			return err
 		}
 		if in.DryRun {
+			if err := tx.Flush(); err != nil {
+				return err
+			}
 			return errDryRun
 		}
 		return nil
