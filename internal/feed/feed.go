@@ -4,9 +4,11 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +30,7 @@ type Feed struct {
 
 	mu      sync.Mutex
 	head    resource.Position
-	ring    []resource.Event // the latest events, oldest first, at most recent of them
+	ring    []resource.Event // the latest events, oldest first: at least recent of them once there are, at most twice
 	changed chan struct{}    // closed and replaced when head moves
 }
 
@@ -102,8 +104,10 @@ func (f *Feed) catchUp(ctx context.Context) error {
 		}
 		f.mu.Lock()
 		f.ring = append(f.ring, events...)
-		if over := len(f.ring) - f.recent; over > 0 {
-			f.ring = append(f.ring[:0:0], f.ring[over:]...)
+		// Trimmed to recent only when it holds twice that: a trim copies the ring, and trimming on every catch-up
+		// (one per write under load) made the copy the feed's main cost.
+		if len(f.ring) >= 2*f.recent {
+			f.ring = append(f.ring[:0:0], f.ring[len(f.ring)-f.recent:]...)
 		}
 		f.head.Seq = events[len(events)-1].Seq
 		f.broadcast()
@@ -206,6 +210,7 @@ func (f *Feed) waitChange(ctx context.Context, changed <-chan struct{}, deadline
 // Next returns up to limit events after after, in order, waiting until there is one or ctx ends. It returns
 // resource.ErrExpired (wrapped) as Check does, whenever it finds that after has missed events.
 func (f *Feed) Next(ctx context.Context, after resource.Position, limit int) ([]resource.Event, error) {
+	limit = max(limit, 1)
 	var deadline time.Time
 	for {
 		f.mu.Lock()
@@ -213,14 +218,9 @@ func (f *Feed) Next(ctx context.Context, after resource.Position, limit int) ([]
 		var out []resource.Event
 		fromMemory := len(f.ring) > 0 && f.ring[0].Seq <= after.Seq+1
 		if after.Epoch == head.Epoch && after.Seq < head.Seq && fromMemory {
-			for i := range f.ring {
-				if e := &f.ring[i]; e.Seq > after.Seq {
-					out = append(out, *e)
-					if len(out) == limit {
-						break
-					}
-				}
-			}
+			// Sequence numbers ascend in the ring, so the first event after after is found by halving.
+			first, _ := slices.BinarySearchFunc(f.ring, after.Seq+1, func(e resource.Event, seq int64) int { return cmp.Compare(e.Seq, seq) })
+			out = slices.Clone(f.ring[first:min(len(f.ring), first+limit)])
 		}
 		f.mu.Unlock()
 		if len(out) > 0 {
