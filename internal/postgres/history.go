@@ -30,6 +30,22 @@ type historyReportJSON struct {
 
 // RecordHistory implements resource.Tx.
 func (t *txStore) RecordHistory(d *resource.Descriptor, r *resource.Resource, e resource.HistoryEntry) error {
+	values, err := historyValues(d, r, e)
+	if err != nil {
+		return err
+	}
+	err = t.db().Exec(`INSERT INTO resource_history (`+historyColumns+`) VALUES (?, ?, ?, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?)`, values...).Error
+	if err != nil {
+		return fmt.Errorf("record the %s history of %s %s: %w", e.Action, d.Kind, r.ID, err)
+	}
+	return nil
+}
+
+// historyColumns are what RecordHistory writes of a history entry, in historyValues' order.
+const historyColumns = "tenant, kind, resource_id, parent_id, time, actor, action, generation, changes, phase_from, phase_to, reports"
+
+// historyValues are e's values for historyColumns (parent_id wants a ::uuid cast).
+func historyValues(d *resource.Descriptor, r *resource.Resource, e resource.HistoryEntry) ([]any, error) {
 	var reports []byte
 	if len(e.Reports) > 0 {
 		out := make([]historyReportJSON, len(e.Reports))
@@ -38,17 +54,11 @@ func (t *txStore) RecordHistory(d *resource.Descriptor, r *resource.Resource, e 
 		}
 		var err error
 		if reports, err = json.Marshal(out); err != nil {
-			return fmt.Errorf("encode the reports of a history entry: %w", err)
+			return nil, fmt.Errorf("encode the reports of a history entry: %w", err)
 		}
 	}
-	err := t.db().Exec(`INSERT INTO resource_history (tenant, kind, resource_id, parent_id, time, actor, action, generation, changes,
-			phase_from, phase_to, reports) VALUES (?, ?, ?, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.Tenant, d.Kind, r.ID, nullableID(r.ParentID), e.Time, e.Actor, string(e.Action), e.Generation, nullableJSON(e.Changes),
-		nullableText(string(e.PhaseFrom)), nullableText(string(e.PhaseTo)), nullableJSON(reports)).Error
-	if err != nil {
-		return fmt.Errorf("record the %s history of %s %s: %w", e.Action, d.Kind, r.ID, err)
-	}
-	return nil
+	return []any{r.Tenant, d.Kind, r.ID, nullableID(r.ParentID), e.Time, e.Actor, string(e.Action), e.Generation, nullableJSON(e.Changes),
+		nullableText(string(e.PhaseFrom)), nullableText(string(e.PhaseTo)), nullableJSON(reports)}, nil
 }
 
 func nullableJSON(raw []byte) any {

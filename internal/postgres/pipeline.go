@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,10 +51,28 @@ func (t *txStore) begin() {
 }
 
 // bind turns a statement with GORM's ? placeholders (and its IN ? lists) into PostgreSQL's numbered ones, as GORM
-// would send it; nothing is executed.
+// would send it; nothing is executed. A statement without a list argument binds the same whatever its
+// arguments, so its text is kept (the hot paths' statements are a few per kind) and GORM's builder skipped.
 func (t *txStore) bind(stmt string, args ...any) (string, []any) {
+	if bound, ok := t.store.bound.Load(stmt); ok {
+		return bound.(string), args //nolint:forcetypeassert // only bind stores, and it stores strings
+	}
 	q := t.store.db.Raw(stmt, args...)
-	return q.Statement.SQL.String(), q.Statement.Vars
+	out := q.Statement.SQL.String()
+	if !slices.ContainsFunc(args, isList) {
+		t.store.bound.Store(stmt, out)
+	}
+	return out, q.Statement.Vars
+}
+
+// isList tells whether GORM expands arg into a list of placeholders: a slice or array, other than bytes.
+func isList(arg any) bool {
+	switch arg.(type) {
+	case []byte, json.RawMessage:
+		return false
+	}
+	k := reflect.ValueOf(arg).Kind()
+	return k == reflect.Slice || k == reflect.Array
 }
 
 // send runs what is queued and then stmts in one round trip, calling each one's read in order, and returns the

@@ -70,7 +70,7 @@ func TestDeferredWritesCommitNothingWhenTheyFail(t *testing.T) {
 		locked, _, err := tx.LockReports(d, "", r.ID)
 		require.NoError(t, err)
 		locked.Status.Phase = conditions.PhaseDegraded
-		return locked, tx.WriteReport(d, locked, report(generation), true, resource.EventStatus)
+		return locked, tx.WriteReport(d, locked, report(generation), true, resource.EventStatus, nil)
 	}
 	boom := errors.New("boom")
 

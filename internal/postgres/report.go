@@ -93,7 +93,8 @@ func decodeReports(raw []byte) ([]resource.AdapterStatus, error) {
 	return out, nil
 }
 
-func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus, save bool, event resource.EventType) error {
+func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *resource.AdapterStatus, save bool, event resource.EventType,
+	history *resource.HistoryEntry) error {
 	conds, err := json.Marshal(st.Conditions)
 	if err != nil {
 		return fmt.Errorf("encode conditions: %w", err)
@@ -127,7 +128,18 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 			staged AS (INSERT INTO event_staging (type, kind, resource_id, parent_id, generation, version, tenant)
 				SELECT ?, ?, id, ?::uuid, generation, version, tenant FROM saved)`
 		args = append(args, string(r.Status.Phase), aggregate, fingerprint(d), r.ID, string(event), d.Kind, nullableID(r.ParentID))
+		if history != nil {
+			values, err := historyValues(d, r, *history)
+			if err != nil {
+				return err
+			}
+			sql += `, history AS (INSERT INTO resource_history (` + historyColumns + `)
+				SELECT ?, ?, ?, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ? FROM saved)`
+			args = append(args, values...)
+		}
 		final = `SELECT (SELECT count(*) FROM up) AS written, (SELECT version FROM saved) AS version`
+	} else if history != nil {
+		return fmt.Errorf("a history entry of %s %s without its save", d.Kind, r.ID)
 	}
 	stmt, vars := t.bind(sql+" "+final, args...)
 	// Deferred: it goes with the COMMIT, or with the next statement.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,8 @@ type Store struct {
 	written func()
 	// tenancy confines callers to their tenant (EnableTenancy).
 	tenancy bool
+	// bound keeps statements as bind turned them into PostgreSQL's placeholders, by their text with GORM's.
+	bound sync.Map
 }
 
 var _ resource.Store = (*Store)(nil)

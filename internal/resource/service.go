@@ -77,9 +77,9 @@ type Tx interface {
 	// reports about it, and returns both as they are once locked: one round trip for a status write's reads.
 	LockReports(d *Descriptor, parentID, id string) (*Resource, []AdapterStatus, error)
 	// WriteReport stores st, the report of st.Adapter about r, unless the stored one is newer (then CodeStatusStale
-	// and nothing is written), and with save also saves r as Save does with event: one round trip for a status
-	// write's writes.
-	WriteReport(d *Descriptor, r *Resource, st *AdapterStatus, save bool, event EventType) error
+	// and nothing is written), and with save also saves r as Save does with event and appends history (when not
+	// nil) to r's history as RecordHistory does: one statement for a status write's writes.
+	WriteReport(d *Descriptor, r *Resource, st *AdapterStatus, save bool, event EventType, history *HistoryEntry) error
 	// Remove deletes the resource, its descendants and all their reports, appending a removed event for each and
 	// a history entry of action (HistoryRemoved or HistoryForceDeleted) by the transaction's caller.
 	Remove(d *Descriptor, id string, action HistoryAction) error

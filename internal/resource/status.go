@@ -154,14 +154,14 @@ func (s *Service) PutStatus(ctx context.Context, d *Descriptor, parentID, id str
 		if changed {
 			r.Status = status
 		}
-		if err := tx.WriteReport(d, r, st, changed, EventStatus); err != nil {
-			return err
-		}
 		// Only a move of the phase is history: a settled fleet's reports add nothing to it.
+		var history *HistoryEntry
 		if phase != r.Status.Phase {
-			if err := tx.RecordHistory(d, r, statusEntry(r, phase, CallerFrom(ctx).Name, st)); err != nil {
-				return err
-			}
+			entry := statusEntry(r, phase, CallerFrom(ctx).Name, st)
+			history = &entry
+		}
+		if err := tx.WriteReport(d, r, st, changed, EventStatus, history); err != nil {
+			return err
 		}
 		_, err = s.removeIfDone(tx, d, r, finalized, nil)
 		return err
