@@ -91,12 +91,16 @@ func TestReloadOver(t *testing.T) {
 			wantQuiet: t0},
 		{name: "second read a gap later agrees", st: hvclient.Status{Power: hvclient.PowerOn}, n: notes{quietSince: t0}, now: t0.Add(gap),
 			wantOver: true, wantQuiet: t0},
+		{name: "ours, one read sent a gap after the reload was answered", st: hvclient.Status{Power: hvclient.PowerOn},
+			n: notes{startedAt: t0, osBefore: "Ubuntu 22.x", osTarget: "Ubuntu 22.x"}, now: t0.Add(gap), wantOver: true, wantQuiet: t0.Add(gap)},
+		{name: "ours, one read sent less than a gap after the reload was answered", st: hvclient.Status{Power: hvclient.PowerOn},
+			n: notes{startedAt: t0, osBefore: "Ubuntu 22.x", osTarget: "Ubuntu 22.x"}, now: t0.Add(gap - time.Second), wantQuiet: t0.Add(gap - time.Second)},
 		{name: "a failed reload, two reads", st: hvclient.Status{Power: hvclient.PowerOff, SPSStatus: hvclient.ProvisioningFailed},
 			n: notes{quietSince: t0}, now: t0.Add(gap), wantOver: true, wantQuiet: t0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			over, quiet := reloadOver(tt.st, tt.n, tt.listOS, tt.now, gap)
+			over, quiet := reloadOver(tt.st, tt.n, tt.listOS, tt.now, tt.now, gap)
 			require.Equal(t, tt.wantOver, over)
 			require.Equal(t, tt.wantQuiet, quiet)
 		})
@@ -110,6 +114,12 @@ func TestStatusDueAfterAQuietRead(t *testing.T) {
 	due, watch := statusDue(n, own, hvclient.Device{Power: hvclient.PowerOn}, 10*time.Minute, 40*time.Minute, 3*time.Minute, 15*time.Second)
 	require.True(t, watch)
 	require.Equal(t, epoch.Add(time.Minute+stableGap(15*time.Second)), due)
+
+	// This replica's own reload: a gap after its answer, when one quiet read proves the end.
+	n.startedAt = epoch.Add(10 * time.Second)
+	due, watch = statusDue(n, own, hvclient.Device{Power: hvclient.PowerOn}, 10*time.Minute, 40*time.Minute, 3*time.Minute, 15*time.Second)
+	require.True(t, watch)
+	require.Equal(t, epoch.Add(10*time.Second+stableGap(15*time.Second)), due)
 }
 
 func TestChangedSince(t *testing.T) {

@@ -133,8 +133,8 @@ func statusDue(n notes, own Ownership, dev hvclient.Device, offTimeout, onTimeou
 		return time.Time{}, true
 	case n.ended:
 		return time.Time{}, false
-	case !n.quietSince.IsZero(): // the second read of the stable-end rule
-		return n.quietSince.Add(stableGap(minGap)), true
+	case !n.quietSince.IsZero(): // the read that proves the end (reloadOver)
+		return quietDue(n, stableGap(minGap)), true
 	case n.statuses == 0 && n.osTarget == "": // another replica's, or an earlier run's, reload
 		return time.Time{}, true
 	}
@@ -172,15 +172,30 @@ func statusDue(n notes, own Ownership, dev hvclient.Device, offTimeout, onTimeou
 // after it was sent (an assumption about the real API, see README.md).
 func stableGap(pollInterval time.Duration) time.Duration { return 2 * pollInterval }
 
-// reloadOver applies the stable-end rule to a status read at now: a reload is over when one read shows the device
-// on, not reloading and with the OS the reload installs, if that differs from the OS before (listOS is what a
-// device list taken after the reload was sent names, "" if none); or when two reads at least gap apart both show
-// it not reloading. quiet is when the first of those reads was (zero while it reloads).
-func reloadOver(st hvclient.Status, n notes, listOS string, now time.Time, gap time.Duration) (over bool, quiet time.Time) {
+// quietDue is when the read that proves a quiet reload over is due: gap after the first quiet read, or gap after
+// this replica's reload was answered if that is sooner (see reloadOver).
+func quietDue(n notes, gap time.Duration) time.Time {
+	due := n.quietSince.Add(gap)
+	if !n.startedAt.IsZero() && n.startedAt.Add(gap).Before(due) {
+		due = n.startedAt.Add(gap)
+	}
+	return due
+}
+
+// reloadOver applies the stable-end rule to a status read sent at sent and answered at now: a reload is over when
+// one read shows the device on, not reloading and with the OS the reload installs, if that differs from the OS
+// before (listOS is what a device list taken after the reload was sent names, "" if none); or when a read sent at
+// least gap after this replica's reload was answered (n.startedAt) shows it not reloading, since by then a reload
+// shows as started; or, for a reload this replica did not send, when two reads at least gap apart both show it
+// not reloading. quiet is when the first read that showed it not reloading was (zero while it reloads).
+func reloadOver(st hvclient.Status, n notes, listOS string, sent, now time.Time, gap time.Duration) (over bool, quiet time.Time) {
 	if st.Reloading {
 		return false, time.Time{}
 	}
 	if st.Power == hvclient.PowerOn && n.osTarget != "" && n.osBefore != n.osTarget && listOS == n.osTarget {
+		return true, now
+	}
+	if !n.startedAt.IsZero() && !sent.Before(n.startedAt.Add(gap)) {
 		return true, now
 	}
 	quiet = n.quietSince

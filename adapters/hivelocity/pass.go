@@ -160,6 +160,7 @@ func (p *pass) refresh(ctx context.Context) {
 	gone := map[*member]bool{}
 	var mu sync.Mutex
 	each(ctx, p.r.s.ClaimConcurrency, due, func(ctx context.Context, m *member) {
+		sent := p.now()
 		st, err := p.r.api.Status(ctx, m.dev.ID)
 		if err != nil {
 			if errors.Is(err, hvclient.ErrNotFound) {
@@ -182,11 +183,13 @@ func (p *pass) refresh(ctx context.Context) {
 		}
 		gap := stableGap(p.r.s.PollInterval)
 		var over bool
+		var next time.Time
 		p.r.notes.update(m.dev.ID, at, func(n *notes) {
 			reloadNotes(n, own.ReloadAt)
 			n.statuses++
 			n.lastStatus = at
-			over, n.quietSince = reloadOver(st, *n, p.listOS(m, *n), at, gap)
+			over, n.quietSince = reloadOver(st, *n, p.listOS(m, *n), sent, at, gap)
+			next = quietDue(*n, gap)
 			n.ended = over
 			if st.Reloading && st.Power == hvclient.PowerOn && n.installingSince.IsZero() {
 				n.installingSince = at
@@ -194,12 +197,12 @@ func (p *pass) refresh(ctx context.Context) {
 		})
 		// The status as believed: a read that shows the reload not running does not end it before the
 		// stable-end rule does (reloadOver).
-		believed := st
-		if !over && !st.Reloading {
+		believed, quiet := st, !over && !st.Reloading
+		if quiet {
 			believed.Reloading = true
-			p.wakeAt(at.Add(gap))
+			p.wakeAt(next)
 		}
-		m.status, m.own, m.dev.Tags, m.dev.Power = &believed, own, st.Tags, st.Power
+		m.status, m.statusSent, m.quiet, m.own, m.dev.Tags, m.dev.Power = &believed, sent, quiet, own, st.Tags, st.Power
 	})
 	p.members = dropMembers(p.members, gone)
 }

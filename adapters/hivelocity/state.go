@@ -40,10 +40,13 @@ const (
 type member struct {
 	dev hvclient.Device // as listed, with the tags the provisioner knows to be newer than the list
 	own Ownership
-	// status is a fresh GET /device/{id} of this pass, if one was made; statusSent is when a claim's verify read
-	// of it was sent (zero for other reads), so that a reload right after the claim can start from it.
+	// status is a fresh GET /device/{id} of this pass, if one was made; statusSent is when its request was sent,
+	// so that a reload or tag write right after it can start from it (see reusable).
 	status     *hvclient.Status
 	statusSent time.Time
+	// quiet is true when status showed the reload not running but the stable-end rule does not prove it over
+	// yet: status then says Reloading, which is what the pass believes, not what Hivelocity answered.
+	quiet bool
 	// ended is true once the reload own.ReloadAt names is known to have ended (well, unless failed is set).
 	ended, failed bool
 	// settled is false for a claim too young for its outcome to be final (another replica may still lose it).
@@ -354,7 +357,7 @@ func stuckWhy(m *member, now time.Time, offTimeout, onTimeout time.Duration, ins
 	switch {
 	case m.failed:
 		return "reload-failed-" + start, true
-	case !st.Reloading:
+	case !st.Reloading || m.quiet: // a quiet read is a reload not yet seen to start, or ended: neither is stuck
 		return "", false
 	case st.Power != hvclient.PowerOn && now.Sub(m.own.ReloadAt) > offTimeout:
 		return "reloading-since-" + start, true

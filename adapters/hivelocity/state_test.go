@@ -316,6 +316,11 @@ func TestStuckWhy(t *testing.T) {
 		{name: "installing since an unknown time, past even that", m: reloading(hvclient.PowerOn, true, "RELOADING"), now: at(51 * time.Minute), want: since},
 		{name: "done", m: reloading(hvclient.PowerOn, false, "IN_USE"), now: at(90 * time.Minute)},
 		{name: "failed", m: reloading(hvclient.PowerOff, false, hvclient.ProvisioningFailed), now: at(3 * time.Minute), want: "reload-failed-2026-03-04T10:00:00Z"},
+		{name: "a quiet read past the timeout (not started yet, or ended): not stuck", m: func() *member {
+			m := reloading(hvclient.PowerOn, true, "IN_USE")
+			m.quiet = true
+			return m
+		}(), now: at(90 * time.Minute)},
 		{name: "no fresh status: no judgement", m: func() *member { m := reloading(hvclient.PowerOff, true, ""); m.status = nil; return m }(), now: at(time.Hour)},
 	}
 	for _, tt := range tests {
