@@ -372,14 +372,29 @@ func (p *pass) boot(ctx context.Context, m *member) {
 }
 
 // readBeforeReload returns the read a reload starts from, when its request was sent, and a context with the
-// budget for the reload (and the read) reserved. A claim's verify read sent less than half of claimGap ago serves:
-// the reload still goes out within claimGap of it, and a provisioned device costs one GET less.
+// budget for the reload (and the read) reserved: this pass's last read of the device if it is recent enough
+// (see recentRead), else a fresh one.
 func (p *pass) readBeforeReload(ctx context.Context, m *member, deadline time.Time) (hvclient.Status, time.Time, context.Context, error) {
-	if m.status != nil && !m.statusSent.IsZero() && p.now().Sub(m.statusSent) < p.r.s.claimGap()/2 {
-		rctx, err := p.r.api.Reserve(p.sendBy(ctx, deadline), 1)
-		return *m.status, m.statusSent, rctx, err
+	if st, sent, rctx, ok := p.recentRead(ctx, m); ok {
+		return st, sent, rctx, nil
 	}
 	return p.freshRead(p.sendBy(ctx, deadline), m.dev.ID)
+}
+
+// recentRead returns this pass's read of m (a claim's verify read, or the status read that saw its reload end)
+// when it was sent less than half of claimGap ago and showed what Hivelocity answered (not a quiet read), with a
+// context whose next request has its budget and goes out within claimGap of that read's send. ok is false when
+// there is no such read or the budget cannot be had in time: the caller then reads afresh. It saves the GET
+// before a freshly claimed spare's reload and before a released device's untagging.
+func (p *pass) recentRead(ctx context.Context, m *member) (hvclient.Status, time.Time, context.Context, bool) {
+	if m.status == nil || m.quiet || m.statusSent.IsZero() || p.now().Sub(m.statusSent) >= p.r.s.claimGap()/2 {
+		return hvclient.Status{}, time.Time{}, nil, false
+	}
+	rctx, err := p.r.api.Reserve(p.sendBy(ctx, m.statusSent.Add(p.r.s.claimGap())), 1)
+	if err != nil {
+		return hvclient.Status{}, time.Time{}, nil, false
+	}
+	return *m.status, m.statusSent, rctx, true
 }
 
 // freshRead reserves the budget for a read of the device and the call that follows it, then reads it
@@ -411,13 +426,17 @@ func (p *pass) write(ctx context.Context, m *member, tags []string) error {
 }
 
 // writeFresh is the one way the provisioner writes a device's tags outside a claim (which has its own check): it
-// reads the device (GET /device/{id}), stops with errDeviceChanged if the device changed owner or claim, or
+// reads the device (GET /device/{id}; this pass's read of it serves when recent enough, see recentRead), stops with errDeviceChanged if the device changed owner or claim, or
 // started reloading, since the state the pass acted on (m), and otherwise sends mutate's list within claimGap
 // (ClaimSettle/5) of sending the read, so the list is never built from anything older. mutate returning false
 // writes nothing. The write's round trip is timed; m is updated on success.
 func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []string) ([]string, bool)) error {
 	p.changing()
-	st, sent, rctx, err := p.freshRead(ctx, m.dev.ID)
+	st, sent, rctx, ok := p.recentRead(ctx, m)
+	var err error
+	if !ok {
+		st, sent, rctx, err = p.freshRead(ctx, m.dev.ID)
+	}
 	if err != nil {
 		if errors.Is(err, hvclient.ErrNotFound) {
 			return fmt.Errorf("%w: device %d is gone", errDeviceChanged, m.dev.ID)
@@ -448,5 +467,6 @@ func (p *pass) writeFresh(ctx context.Context, m *member, mutate func(tags []str
 	p.r.notes.wrote(m.dev.ID, tags, answered, p.r.s.ClaimSettle)
 	m.dev.Tags = tags
 	m.own, _ = ownershipOf(tags)
+	m.statusSent = time.Time{} // the read no longer shows the tags: a later write or reload reads afresh
 	return nil
 }
