@@ -165,6 +165,9 @@ type attempt struct {
 //  4. list the devices afresh and yield any slot another device of the pool holds with an earlier claim (or a
 //     reloaded device), untagging the device this pass claimed.
 //
+// The list of step 4 is asked for before the reads of step 3 (it only needs to go out ClaimSettle after the
+// claims' times, as they do), so that a won claim's reload follows its verify read and starts from it.
+//
 // claimBudget states why steps 1–3 are exactly once. Step 4 settles two devices claimed for one slot of one pool
 // the same way: the earlier claim (by its time, the check's send) was applied by time + Gap + Write and shows by
 // time + S − δ, before the later claim's list, sent at least S after its own time; both apply the same rule
@@ -174,17 +177,20 @@ type attempt struct {
 // so that a list taken long enough after a pool's deletion shows every claim made for it (see pass.finalized).
 func (p *pass) claim(ctx context.Context, targets []claimTarget) []*member {
 	written := p.writeClaims(ctx, targets)
-	if len(written) == 0 {
+	if len(written) == 0 || !p.settleWait(ctx, written) {
 		return nil
 	}
-	verified := p.settle(ctx, written)
-	if len(verified) == 0 {
-		return nil
-	}
+	// Step 4's list goes out before step 3's reads: each needs only S to have passed since the claims were
+	// written, and a won claim's reload then follows its verify read closely enough for that read to serve it
+	// (recentRead) instead of a GET of its own.
 	fresh, err := p.r.devices.fresh(ctx)
+	verified := p.verify(ctx, written)
 	if err != nil {
 		// The claims stand; once settled, any pass (this replica's or another's) carries them on.
 		p.failed(err)
+		return nil
+	}
+	if len(verified) == 0 {
 		return nil
 	}
 	var won []*member
@@ -312,6 +318,14 @@ func (p *pass) writeClaims(ctx context.Context, targets []claimTarget) []*attemp
 // settle waits until ClaimSettle has passed since the last write's answer, then reads each claim back (step 3)
 // and returns, as claimed members, those that carry their nonce and whose write was within the budget.
 func (p *pass) settle(ctx context.Context, written []*attempt) []*member {
+	if !p.settleWait(ctx, written) {
+		return nil
+	}
+	return p.verify(ctx, written)
+}
+
+// settleWait waits until ClaimSettle has passed since the last write's answer; false if ctx ended first.
+func (p *pass) settleWait(ctx context.Context, written []*attempt) bool {
 	var last time.Time
 	for _, a := range written {
 		if a.answered.After(last) {
@@ -320,9 +334,15 @@ func (p *pass) settle(ctx context.Context, written []*attempt) []*member {
 	}
 	select {
 	case <-p.r.clock.After(last.Add(p.r.s.ClaimSettle).Sub(p.now())):
+		return true
 	case <-ctx.Done():
-		return nil
+		return false
 	}
+}
+
+// verify reads each claim back once it has settled (step 3) and returns, as claimed members, those that carry
+// their nonce and whose write was within the budget; it untags the spares whose claim stands but overran.
+func (p *pass) verify(ctx context.Context, written []*attempt) []*member {
 	var mu sync.Mutex
 	var out, overran []*member
 	each(ctx, p.r.s.ClaimConcurrency, written, func(ctx context.Context, a *attempt) {
