@@ -233,17 +233,28 @@ func TestNodePoolLifecycleRequests(t *testing.T) {
 	require.Empty(t, owned(&hvSim{Simulator: hv}, p.Id.String()), "a device still tagged for the pool")
 
 	table, total := counter.table()
-	byOp, byDevice := map[hivelocitysim.Operation]int{}, map[int32][]string{}
+	byOp, byDevice, shared := map[hivelocitysim.Operation]int{}, map[int32][]string{}, map[hivelocitysim.Operation]int{}
+	named := 0
 	for _, r := range hv.Requests() {
 		byOp[r.Op]++
 		if r.DeviceID != 0 {
 			byDevice[r.DeviceID] = append(byDevice[r.DeviceID], string(r.Op))
+			named++
+		} else {
+			shared[r.Op]++
 		}
 	}
 	calls := len(hv.Requests())
+	perOp := make([]string, 0, len(byOp))
+	for op, n := range byOp {
+		perOp = append(perOp, fmt.Sprintf("%s %.2f", op, float64(n)/3))
+	}
+	slices.Sort(perOp)
 	t.Logf("a pool of 3: Ready after %s, gone after %s\nAPI requests by the provisioner: %d\n%s\n"+
-		"Hivelocity: %d calls (%.1f a device): %v\nby device: %v", ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond),
-		total, table, calls, float64(calls)/3, byOp, byDevice)
+		"Hivelocity: %d calls (%.1f a device): %v\na device by operation: %s\n"+
+		"naming a device: %d (%.1f a device); naming none (lists, catalogue, from the provisioner's start on): %d %v\nby device: %v",
+		ready.Round(10*time.Millisecond), gone.Round(10*time.Millisecond), total, table, calls, float64(calls)/3, byOp,
+		strings.Join(perOp, ", "), named, float64(named)/3, calls-named, shared, byDevice)
 }
 
 // countedHivelocity is a Hivelocity at practically no delay with 100 spare devices, and the provisioner's default
