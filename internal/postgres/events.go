@@ -242,14 +242,26 @@ func (q *Sequencer) lead(ctx context.Context) error {
 			}
 			nextCompaction = time.Now().Add(cmp.Or(q.cfg.CompactEvery, 30*time.Second))
 		}
+		moved := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-q.poke:
+			// Under write load a poke comes with every write: moving at most once per pokeGap numbers a burst in
+			// one statement and wakes the feeds once, instead of a move, a notification and a catch-up of every
+			// feed per write.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Until(moved.Add(pokeGap))):
+			}
 		case <-poll.C:
 		}
 	}
 }
+
+// pokeGap is the least time between two moves that pokes asked for: what a watcher may wait longer for an event.
+const pokeGap = 5 * time.Millisecond
 
 // sequenceBatch bounds one move, so that a burst is numbered in several short transactions.
 const sequenceBatch = 1000
