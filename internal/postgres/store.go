@@ -1,5 +1,6 @@
 // Package postgres stores resources in PostgreSQL through GORM: one table per kind with the same columns,
-// versioned migrations, and the compiler from TSL search expressions to parameterised SQL.
+// versioned migrations, and the compiler from TSL search expressions to parameterised SQL. Transactions (InTx)
+// talk to pgx directly on the hot paths, pipelining BEGIN and COMMIT with their statements (pipeline.go).
 package postgres
 
 import (
