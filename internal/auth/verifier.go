@@ -2,16 +2,20 @@ package auth
 
 import (
 	"context"
+	"crypto"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
 )
@@ -77,7 +81,24 @@ type Verifier struct {
 	rolesClaim    string
 	adapterClaim  string
 	tenantClaim   string
+	// verified remembers the tokens that verified, by their SHA-256 (see cached).
+	verified *expirable.LRU[[sha256.Size]byte, *verifiedToken]
 }
+
+// verifiedToken is a token that verified: who it says, the key that verified it and when it expires.
+type verifiedToken struct {
+	id      Identity
+	token   *jwt.Token
+	key     any
+	expires time.Time
+}
+
+const (
+	// verifiedCacheSize and verifiedCacheTTL bound what cached keeps: a caller that sends one token on every request
+	// (an adapter, a CLI session) is checked in full once per TTL.
+	verifiedCacheSize = 10000
+	verifiedCacheTTL  = 5 * time.Minute
+)
 
 // NewVerifier returns a Verifier for cfg, with its keys loaded. It returns an error if cfg sets neither or both of
 // JWKSURL and JWKSFile, lacks Issuer or Audience, has a negative duration, if the file cannot be read or parsed, or if
@@ -134,7 +155,32 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		rolesClaim:    cfg.RolesClaim,
 		tenantClaim:   cfg.TenantClaim,
 		adapterClaim:  cfg.AdapterClaim,
+		verified:      expirable.NewLRU[[sha256.Size]byte, *verifiedToken](verifiedCacheSize, nil, verifiedCacheTTL),
 	}, nil
+}
+
+// cached returns the identity of a token that verified before, if it has not expired since and the key that
+// verified it is still the one its header selects: a signature check (an RSA or ECDSA verification, most of what
+// a request with a token costs) is then skipped, while a key the issuer retired or rotated away still stops the
+// token at once.
+func (v *Verifier) cached(ctx context.Context, sum [sha256.Size]byte) (Identity, bool) {
+	e, ok := v.verified.Get(sum)
+	if !ok || !time.Now().Before(e.expires) {
+		return Identity{}, false
+	}
+	key, err := v.keys(ctx)(e.token)
+	if err != nil || !sameKey(key, e.key) {
+		return Identity{}, false
+	}
+	id := e.id
+	id.Roles = slices.Clone(id.Roles) // the caller's to change
+	return id, true
+}
+
+// sameKey tells whether two verification keys are the same public key.
+func sameKey(a, b any) bool {
+	k, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && k.Equal(b)
 }
 
 func orDefault[T comparable](v, def T) T {
@@ -155,12 +201,37 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if token == "" {
 		return Identity{}, unauthenticated("a bearer token is required")
 	}
+	sum := sha256.Sum256([]byte(token))
+	if id, ok := v.cached(ctx, sum); ok {
+		return id, nil
+	}
 	claims := jwt.MapClaims{}
-	parsed, err := v.parser.ParseWithClaims(token, claims, v.keys(ctx))
+	keys := v.keys(ctx)
+	var key any
+	parsed, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		k, err := keys(t)
+		key = k
+		return k, err
+	})
 	if err != nil {
 		return Identity{}, unauthenticated(rejection(parsed, claims, err))
 	}
+	id, err := v.identity(claims)
+	if err != nil {
+		return Identity{}, err
+	}
+	// Only a token one key verified is remembered: for a token without kid every published key is tried, and
+	// which one verified it is not known.
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		if _, set := key.(jwt.VerificationKeySet); !set {
+			v.verified.Add(sum, &verifiedToken{id: id, token: parsed, key: key, expires: exp.Time})
+		}
+	}
+	return id, nil
+}
 
+// identity reads who the verified claims say the caller is.
+func (v *Verifier) identity(claims jwt.MapClaims) (Identity, error) {
 	subject, ok := lookupClaim(claims, v.identityClaim).(string)
 	if !ok || subject == "" {
 		return Identity{}, unauthenticated(fmt.Sprintf("the token has no %q claim to identify the caller", v.identityClaim))

@@ -537,3 +537,73 @@ func TestBearerToken(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifierRemembersVerifiedTokens checks the cache of verified tokens against what a full check would say: a
+// token that verified answers the same identity again, and stops verifying when it expires or when the key that
+// verified it is no longer published (TestVerifierPicksUpRotatedKey and TestVerifierRefreshesPeriodically check
+// the latter with tokens verified, and so remembered, before the key went).
+func TestVerifierRemembersVerifiedTokens(t *testing.T) {
+	key := newECKey(t, "ec-1")
+	srv := newJWKSServer(t, jwksOf(t, key))
+	v := newVerifier(t, VerifierConfig{JWKSURL: srv.URL, Leeway: time.Millisecond})
+
+	lasting := sign(t, key, claimsFor("alice"))
+	soon := claimsFor("bob")
+	expires := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
+	soon["exp"] = expires.Unix()
+	expiring := sign(t, key, soon)
+	tests := []struct {
+		name    string
+		token   string
+		wait    time.Time // until when to wait before the second verification
+		want    string    // the subject; empty when the second verification must fail
+		wantErr string
+	}{
+		{name: "again, the same identity", token: lasting, want: "alice"},
+		{name: "once expired, refused although it verified before", token: expiring, wait: expires.Add(50 * time.Millisecond), wantErr: "expired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, err := v.Verify(t.Context(), tt.token)
+			require.NoError(t, err)
+			time.Sleep(time.Until(tt.wait))
+			again, err := v.Verify(t.Context(), tt.token)
+			if tt.wantErr != "" {
+				requireCode(t, err, resource.CodeUnauthenticated, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, first, again)
+			require.Equal(t, tt.want, again.Subject)
+		})
+	}
+}
+
+// BenchmarkVerify measures a request's token check when the token verified before (an adapter's) and when it is
+// new to the verifier.
+func BenchmarkVerify(b *testing.B) {
+	for _, tt := range []struct {
+		name string
+		key  func(testing.TB, string) testKey
+	}{{"RS256", newRSAKey}, {"ES256", newECKey}} {
+		key := tt.key(b, "k")
+		srv := newJWKSServer(b, jwksOf(b, key))
+		v := newVerifier(b, VerifierConfig{JWKSURL: srv.URL})
+		token := sign(b, key, claimsFor("adapter"))
+		b.Run(tt.name+"/again", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Verify(b.Context(), token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tt.name+"/new", func(b *testing.B) {
+			for b.Loop() {
+				v.verified.Purge()
+				if _, err := v.Verify(b.Context(), token); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
