@@ -8,12 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -30,15 +26,12 @@ func newListFixture(tb testing.TB) *listFixture { return newListFixtureOf(tb, li
 
 func newListFixtureOf(tb testing.TB, rows int) *listFixture {
 	tb.Helper()
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(tb, err)
-	set, err := kinds.Build(doc, api.Kinds(), nil)
-	require.NoError(tb, err)
+	set := kindsRequiring(tb, nil)
 	db := harness.OpenGorm(tb, harness.NewDatabase(tb))
 	f := &listFixture{store: postgres.NewStore(db, set.All), d: set.VersionStream,
 		ctx: resource.WithCaller(context.Background(), resource.Caller{Name: "test", Admin: true})}
 	svc := resource.NewService(f.store, set.All)
-	_, err = svc.Create(f.ctx, f.d, "", resource.CreateInput{Name: "bulk-0", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
+	_, err := svc.Create(f.ctx, f.d, "", resource.CreateInput{Name: "bulk-0", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
 	require.NoError(tb, err)
 	// The rest are copies of the first, each a millisecond younger than the one before: creating them one by one
 	// through the service would take most of the test's time.

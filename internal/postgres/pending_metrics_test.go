@@ -13,12 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -35,10 +31,7 @@ type pendingFixture struct {
 
 func newPendingFixture(tb testing.TB) *pendingFixture {
 	tb.Helper()
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(tb, err)
-	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"versionstream": {"a", "b"}})
-	require.NoError(tb, err)
+	set := kindsRequiring(tb, map[string][]string{"versionstream": {"a", "b"}})
 	db := harness.OpenGorm(tb, harness.NewDatabase(tb))
 	return &pendingFixture{db: db, svc: resource.NewService(postgres.NewStore(db, set.All), set.All), d: set.VersionStream,
 		set: set.All, ctx: resource.WithCaller(context.Background(), resource.Caller{Name: "test", Admin: true})}

@@ -9,12 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hyperfleet/hyperfleet/internal/aggregate"
-	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -52,11 +48,8 @@ func TestPendingColumnFollowsTheVocabulary(t *testing.T) {
 		{name: "Finalized=True before the delete does not count", reportFirst: finalized(conditions.True), deleteIt: true,
 			wantPending: true, wantObserved: 1},
 	}
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(t, err)
 	// Two required adapters: the other never finalizes, so a resource the first one finalizes stays to be looked at.
-	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"versionstream": {adapter, other}})
-	require.NoError(t, err)
+	set := kindsRequiring(t, map[string][]string{"versionstream": {adapter, other}})
 	db := harness.OpenGorm(t, harness.NewDatabase(t))
 	svc := resource.NewService(postgres.NewStore(db, set.All), set.All)
 	d := set.VersionStream

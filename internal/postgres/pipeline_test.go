@@ -10,12 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -26,10 +22,7 @@ import (
 // (the pool has one connection, so every case and the final write run on the same one).
 func TestDeferredWritesCommitNothingWhenTheyFail(t *testing.T) {
 	const adapter = "a"
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(t, err)
-	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"versionstream": {adapter}})
-	require.NoError(t, err)
+	set := kindsRequiring(t, map[string][]string{"versionstream": {adapter}})
 	db := harness.OpenGorm(t, harness.NewDatabase(t))
 	pool, err := db.DB()
 	require.NoError(t, err)

@@ -8,12 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -31,10 +27,7 @@ func (o *outcomes) last() string                              { return o.got[len
 // one is older than the heartbeat, is written.
 func TestUnchangedReportWritesNothing(t *testing.T) {
 	const adapter = "a"
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(t, err)
-	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"versionstream": {adapter}})
-	require.NoError(t, err)
+	set := kindsRequiring(t, map[string][]string{"versionstream": {adapter}})
 	db := harness.OpenGorm(t, harness.NewDatabase(t))
 	svc := resource.NewService(postgres.NewStore(db, set.All), set.All)
 	seen := &outcomes{}

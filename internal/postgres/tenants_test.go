@@ -12,9 +12,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
 
@@ -27,14 +24,11 @@ type tenantsFixture struct {
 
 func newTenantsFixture(tb testing.TB) *tenantsFixture {
 	tb.Helper()
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(tb, err)
-	set, err := kinds.Build(doc, api.Kinds(), nil)
-	require.NoError(tb, err)
+	set := kindsRequiring(tb, nil)
 	store := postgres.NewStore(harness.OpenGorm(tb, harness.NewDatabase(tb)), set.All)
 	store.EnableTenancy()
 	f := &tenantsFixture{set: set, svc: resource.NewService(store, set.All), tenants: resource.NewTenants(store, set.All)}
-	_, err = f.svc.Create(tenantsAdmin(), set.VersionStream, "", resource.CreateInput{Name: "stable-4-16", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
+	_, err := f.svc.Create(tenantsAdmin(), set.VersionStream, "", resource.CreateInput{Name: "stable-4-16", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
 	require.NoError(tb, err)
 	return f
 }

@@ -13,9 +13,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/kinds"
 	"github.com/hyperfleet/hyperfleet/internal/postgres"
 	"github.com/hyperfleet/hyperfleet/internal/resource"
-	"github.com/hyperfleet/hyperfleet/internal/schema"
-	"github.com/hyperfleet/hyperfleet/openapi"
-	"github.com/hyperfleet/hyperfleet/pkg/api"
 	"github.com/hyperfleet/hyperfleet/pkg/conditions"
 	"github.com/hyperfleet/hyperfleet/test/harness"
 )
@@ -33,14 +30,11 @@ type writeBench struct {
 
 func newWriteBench(b *testing.B) *writeBench {
 	b.Helper()
-	doc, err := schema.Load(openapi.Document())
-	require.NoError(b, err)
-	set, err := kinds.Build(doc, api.Kinds(), map[string][]string{"cluster": benchAdapters})
-	require.NoError(b, err)
+	set := kindsRequiring(b, map[string][]string{"cluster": benchAdapters})
 	db := harness.OpenGorm(b, harness.NewDatabase(b))
 	w := &writeBench{svc: resource.NewService(postgres.NewStore(db, set.All), set.All), set: set,
 		ctx: resource.WithCaller(context.Background(), resource.Caller{Name: "bench", Admin: true})}
-	_, err = w.svc.Create(w.ctx, set.VersionStream, "", resource.CreateInput{Name: "bench", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
+	_, err := w.svc.Create(w.ctx, set.VersionStream, "", resource.CreateInput{Name: "bench", Spec: json.RawMessage(`{"target_version":"4.16"}`)})
 	require.NoError(b, err)
 	return w
 }
