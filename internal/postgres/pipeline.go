@@ -89,6 +89,9 @@ func (t *txStore) send(stmts ...queued) error {
 			qq.Query(q.read)
 		}
 	}
+	// A deferred statement that goes out here has written once its read passes: nothing deferred later may take
+	// the COMMIT with it (commit).
+	t.dirty = t.dirty || t.deferred
 	t.pending, t.sent, t.deferred = t.pending[:0], true, false
 	return t.raw(func(c *pgx.Conn) error { return c.SendBatch(t.ctx, b).Close() })
 }
