@@ -45,8 +45,8 @@ const rollbackTimeout = 5 * time.Second
 func (t *txStore) begin() {
 	t.pending = append(t.pending, queued{sql: "BEGIN"})
 	if !t.scope.all {
-		t.pending = append(t.pending, queued{sql: "SELECT set_config('role', $1, true), set_config($2, $3, true)",
-			args: []any{ScopedRole, TenantSetting, t.scope.tenant}})
+		stmt, args := t.bind(confineSQL, confineArgs(t.scope.tenant)...)
+		t.pending = append(t.pending, queued{sql: stmt, args: args})
 	}
 }
 
@@ -105,6 +105,17 @@ func (t *txStore) raw(fn func(c *pgx.Conn) error) error {
 		}
 		return fn(c.Conn())
 	})
+}
+
+// scanning is a queued statement's read that scans each row into scans and then calls each (nil: nothing more).
+func scanning(scans []any, each func() error) func(pgx.Rows) error {
+	if each == nil {
+		each = func() error { return nil }
+	}
+	return func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, scans, each)
+		return err
+	}
 }
 
 // postpone defers stmt, a statement that writes nothing when its read fails, to the next round trip.

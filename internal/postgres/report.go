@@ -46,15 +46,10 @@ func (t *txStore) LockReports(d *resource.Descriptor, parentID, id string) (*res
 		found bool
 	)
 	// The transaction's first statement: BEGIN goes with it.
-	err := t.send(queued{sql: stmt, args: vars, read: func(rows pgx.Rows) error {
-		for rows.Next() {
-			if err := rows.Scan(append(w.dest(d), &w.Reports)...); err != nil {
-				return err
-			}
-			found = true
-		}
-		return rows.Err()
-	}})
+	err := t.send(queued{sql: stmt, args: vars, read: scanning(append(w.dest(d), &w.Reports), func() error {
+		found = true
+		return nil
+	})})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s %s and its reports: %w", d.Kind, id, err)
 	}
@@ -143,19 +138,13 @@ func (t *txStore) WriteReport(d *resource.Descriptor, r *resource.Resource, st *
 	}
 	stmt, vars := t.bind(sql+" "+final, args...)
 	// Deferred: it goes with the COMMIT, or with the next statement.
+	var (
+		n       int
+		written int64
+		version *int64
+	)
 	t.postpone(queued{sql: stmt, args: vars, read: func(rows pgx.Rows) error {
-		var (
-			n       int
-			written int64
-			version *int64
-		)
-		for rows.Next() {
-			if err := rows.Scan(&written, &version); err != nil {
-				return err
-			}
-			n++
-		}
-		if err := rows.Err(); err != nil {
+		if err := scanning([]any{&written, &version}, func() error { n++; return nil })(rows); err != nil {
 			return fmt.Errorf("store %s's report on %s %s: %w", st.Adapter, d.Kind, r.ID, err)
 		}
 		if n != 1 || written != 1 {

@@ -180,14 +180,9 @@ func (t *txStore) Create(d *resource.Descriptor, r *resource.Resource, refs []re
 		return nil, err
 	}
 	stmt, args = t.bind(stmt, args...)
+	var o createOutcome
 	t.postpone(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
-		var o createOutcome
-		for rows.Next() {
-			if err := rows.Scan(&o.Parents, &o.Inserted, &o.Missing, &o.Tenant); err != nil {
-				return err
-			}
-		}
-		return o.check(d, r, refs, rows.Err())
+		return o.check(d, r, refs, scanning([]any{&o.Parents, &o.Inserted, &o.Missing, &o.Tenant}, nil)(rows))
 	}})
 	return r, nil
 }

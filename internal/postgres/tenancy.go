@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/hyperfleet/hyperfleet/internal/resource"
@@ -71,9 +70,15 @@ func (s *Store) scoped(ctx context.Context, sc scope, fn func(db *gorm.DB) error
 	})
 }
 
-// confine makes the rest of tx run as ScopedRole in tenant: both settings end with the transaction.
+// confineSQL makes the rest of a transaction run as ScopedRole in a tenant (confineArgs): both settings end with
+// the transaction.
+const confineSQL = "SELECT set_config('role', ?, true), set_config(?, ?, true)"
+
+func confineArgs(tenant string) []any { return []any{ScopedRole, TenantSetting, tenant} }
+
+// confine runs confineSQL in tx.
 func confine(tx *gorm.DB, tenant string) error {
-	if err := tx.Exec("SELECT set_config('role', ?, true), set_config(?, ?, true)", ScopedRole, TenantSetting, tenant).Error; err != nil {
+	if err := tx.Exec(confineSQL, confineArgs(tenant)...).Error; err != nil {
 		return fmt.Errorf("confine the transaction to its tenant: %w", err)
 	}
 	return nil
@@ -125,14 +130,7 @@ func (t *txStore) CheckQuota(d *resource.Descriptor, tenant, excludeID string, a
 	// Both statements only read, so the create that follows may still travel with the COMMIT (pipeline.go).
 	var limit *int64
 	stmt, args := t.bind("SELECT "+column+" FROM tenants WHERE id = ? FOR UPDATE", tenant)
-	err := t.send(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
-		for rows.Next() {
-			if err := rows.Scan(&limit); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}})
+	err := t.send(queued{sql: stmt, args: args, read: scanning([]any{&limit}, nil)})
 	if err != nil {
 		return fmt.Errorf("lock the quota of tenant %q: %w", tenant, err)
 	}
@@ -147,14 +145,7 @@ func (t *txStore) CheckQuota(d *resource.Descriptor, tenant, excludeID string, a
 	}
 	var current int64
 	stmt, args = t.bind("SELECT "+use+" FROM "+d.Table+" WHERE "+where, whereArgs...)
-	err = t.send(queued{sql: stmt, args: args, read: func(rows pgx.Rows) error {
-		for rows.Next() {
-			if err := rows.Scan(&current); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	}})
+	err = t.send(queued{sql: stmt, args: args, read: scanning([]any{&current}, nil)})
 	if err != nil {
 		return fmt.Errorf("count the %s quota of tenant %q: %w", q.Name, tenant, err)
 	}
